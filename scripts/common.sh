@@ -10,6 +10,8 @@ pcl_log() { printf '== %s\n' "$*"; }
 
 pcl_install_deps() {
   local missing=()
+  # Hosts without a package registry (GPU machines) pass the dependencies through CMAKE_ARGS.
+  if [ "${PCL_NO_APT:-0}" = 1 ]; then PCL_PACKAGES=""; fi
   for p in $PCL_PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
