@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT
+ * Chunk -> byte layout of a parsed plan for one message size (no allocation, no I/O: this runs
+ * on the call path), the "is this size runnable" test, and op classification helpers. */
+#include "plan_int.h"
+
+int pcl_plan_op_is_packet(int t) {
+  switch (t) {
+  case PCL_PLAN_OP_CPKT:
+  case PCL_PLAN_OP_UPKT:
+  case PCL_PLAN_OP_PPKT:
+  case PCL_PLAN_OP_RPPKT:
+  case PCL_PLAN_OP_REPKT:
+  case PCL_PLAN_OP_RESPKT:
+  case PCL_PLAN_OP_RECPKT:
+  case PCL_PLAN_OP_RECSPKT:
+  case PCL_PLAN_OP_GSTOREPKT:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+int pcl_plan_op_is_reduce(int t) {
+  switch (t) {
+  case PCL_PLAN_OP_RE:
+  case PCL_PLAN_OP_RES:
+  case PCL_PLAN_OP_RRE:
+  case PCL_PLAN_OP_RRES:
+  case PCL_PLAN_OP_REPKT:
+  case PCL_PLAN_OP_RESPKT:
+  case PCL_PLAN_OP_RECPKT:
+  case PCL_PLAN_OP_RECSPKT:
+  case PCL_PLAN_OP_GLRES:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+int pcl_plan_op_is_nvls(int t) {
+  return t == PCL_PLAN_OP_GLRES || t == PCL_PLAN_OP_GSTORE || t == PCL_PLAN_OP_GSTOREPKT;
+}
+
+int pcl_plan_buffer_bytes(const pcl_plan_t *plan, uint64_t msg, uint64_t *in, uint64_t *out) {
+  uint64_t n = (uint64_t)plan->n_gpus;
+  switch (plan->collective) {
+  case PCL_PLAN_COLL_ALLGATHER:
+    if (msg % n) return -1;
+    *in = msg / n;
+    *out = msg;
+    return 0;
+  case PCL_PLAN_COLL_REDUCESCATTER:
+    if (msg % n) return -1;
+    *in = msg;
+    *out = msg / n;
+    return 0;
+  default:
+    *in = *out = msg;
+    return 0;
+  }
+}
+
+static uint64_t round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+/* Scratch sizes for a chunk size and a scratch chunk count. */
+static void scratch_sizes(const pcl_plan_t *plan, uint64_t chunk, uint32_t nscratch,
+                          uint64_t *half, uint64_t *total) {
+  uint64_t payload = chunk * nscratch;
+  uint64_t h = round_up(payload * (plan->protocol == PCL_PLAN_PROTO_LL ? 2 : 1),
+                        plan->buffer_alignment);
+  *half = h;
+  *total = h * (plan->use_double_scratch_buffer ? 2 : 1);
+}
+
+ncclResult_t pcl_plan_layout(const pcl_plan_t *plan, int rank, uint64_t in_bytes,
+                             uint64_t out_bytes, pcl_plan_layout_t *l) {
+  if (plan == NULL || l == NULL || rank < 0 || rank >= plan->n_gpus) return ncclInvalidArgument;
+  const pcl_plan_gpu_t *g = &plan->gpus[rank];
+  uint64_t align = plan->buffer_alignment, chunk;
+  const uint32_t nin = g->chunks[PCL_PLAN_BUF_INPUT], nout = g->chunks[PCL_PLAN_BUF_OUTPUT];
+  /* Sizes must be multiples of alignment x chunks, so every chunk is the same size. */
+  if (nin && in_bytes % (align * nin)) return ncclInvalidArgument;
+  if (nout && out_bytes % (align * nout)) return ncclInvalidArgument;
+  if (nin) {
+    chunk = in_bytes / nin;
+    if (nout && out_bytes / nout != chunk) return ncclInvalidArgument;
+  } else if (nout) {
+    chunk = out_bytes / nout;
+  } else {
+    return ncclInvalidArgument;
+  }
+  l->rank = rank;
+  l->in_bytes = in_bytes;
+  l->out_bytes = out_bytes;
+  l->chunk_bytes = chunk;
+  l->align = (uint32_t)align;
+  for (int t = 0; t < PCL_PLAN_BUF_COUNT; t++) {
+    l->buf_bytes[t] = chunk * g->chunks[t];
+    if (l->buf_bytes[t] > PCL_PLAN_MAX_BUF_BYTES) return ncclInvalidArgument;
+  }
+  scratch_sizes(plan, chunk, g->chunks[PCL_PLAN_BUF_SCRATCH], &l->scratch_half_bytes,
+                &l->scratch_bytes);
+  if (l->scratch_bytes > PCL_PLAN_MAX_BUF_BYTES) return ncclInvalidArgument;
+  return ncclSuccess;
+}
+
+void pcl_plan_tbg_slice(uint64_t bytes, uint32_t align, uint32_t tb_id, uint32_t tbg_size,
+                        uint64_t *off, uint64_t *len) {
+  if (tbg_size <= 1 || align == 0) {
+    *off = 0;
+    *len = bytes;
+    return;
+  }
+  uint64_t units = bytes / align, base = units / tbg_size, rem = units % tbg_size;
+  uint64_t id = tb_id < tbg_size ? tb_id : tbg_size;
+  *off = (id * base + (id < rem ? id : rem)) * align;
+  *len = (base + (id < rem ? 1 : 0)) * align;
+  if (tb_id >= tbg_size) *len = 0;
+}
+
+uint64_t pcl_plan_pipeline_iters(const pcl_plan_layout_t *l, const pcl_plan_op_t *op) {
+  if (op->unit_size == 0) return 0;
+  uint64_t total = (uint64_t)op->num_chunks * l->chunk_bytes;
+  return (total + op->unit_size - 1) / op->unit_size;
+}
+
+int pcl_plan_size_runnable(const pcl_plan_t *plan, uint64_t msg) {
+  uint64_t in, out;
+  pcl_plan_layout_t l;
+  if (plan == NULL || msg == 0) return 0;
+  if (msg < plan->min_message_size || msg > plan->max_message_size) return 0;
+  if (pcl_plan_buffer_bytes(plan, msg, &in, &out) != 0) return 0;
+  /* The validator makes input/output chunk counts identical on every rank, so rank 0's layout
+   * decides; only the scratch size differs between ranks. */
+  if (pcl_plan_layout(plan, 0, in, out, &l) != ncclSuccess) return 0;
+  uint64_t half, total;
+  scratch_sizes(plan, l.chunk_bytes, plan->max_scratch_chunks, &half, &total);
+  return total <= PCL_PLAN_MAX_BUF_BYTES;
+}
+
+uint64_t pcl_plan_scratch_bytes(const pcl_plan_t *plan, uint64_t msg) {
+  uint64_t in, out, half, total;
+  pcl_plan_layout_t l;
+  if (!pcl_plan_size_runnable(plan, msg)) return 0;
+  pcl_plan_buffer_bytes(plan, msg, &in, &out);
+  pcl_plan_layout(plan, 0, in, out, &l);
+  scratch_sizes(plan, l.chunk_bytes, plan->max_scratch_chunks, &half, &total);
+  return total;
+}
+
+uint64_t pcl_plan_scratch_bytes_bound(const pcl_plan_t *plan, uint64_t msg) {
+  uint64_t in, out, half, total;
+  if (plan == NULL || msg < plan->min_message_size || msg == 0) return 0;
+  if (msg > plan->max_message_size) msg = plan->max_message_size;
+  uint64_t n = (uint64_t)plan->n_gpus;
+  if (plan->collective == PCL_PLAN_COLL_ALLGATHER || plan->collective == PCL_PLAN_COLL_REDUCESCATTER)
+    msg -= msg % n; /* largest size that divides */
+  if (pcl_plan_buffer_bytes(plan, msg, &in, &out) != 0) return 0;
+  const pcl_plan_gpu_t *g = &plan->gpus[0];
+  uint64_t chunk = g->chunks[PCL_PLAN_BUF_INPUT] ? in / g->chunks[PCL_PLAN_BUF_INPUT]
+                                                 : out / g->chunks[PCL_PLAN_BUF_OUTPUT];
+  chunk -= chunk % plan->buffer_alignment;
+  scratch_sizes(plan, chunk, plan->max_scratch_chunks, &half, &total);
+  return total;
+}

@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: MIT
+ * Plan registry: directory scanning (recursive, sorted, refused files reported) and the
+ * selection table: collective/world/ranks-per-node match, in-place rules, inclusive ranges and
+ * runnable sizes, then priority, narrowest range, file order and directory order. */
+#define _XOPEN_SOURCE 700 /* nftw */
+#include <ftw.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pcl_test.h"
+#include "registry.h"
+#include "plan_test_util.h"
+
+static char *template_text;
+
+static void load_template(void) {
+  char path[1024];
+  template_text = read_text(plan_path(path, sizeof(path), "good/ar2_ll.json"), NULL);
+  ck_assert_ptr_nonnull(template_text);
+}
+
+/* Writes a 2-rank LL allreduce plan (ar2_ll's ops) named `name` into dir/file, with its
+ * in-place flag, size range and extra top-level fields replaced. */
+static void write_plan(const char *dir, const char *file, const char *name, int inplace,
+                       uint64_t lo, uint64_t hi, const char *extra) {
+  char hdr[512], nm[128];
+  snprintf(nm, sizeof(nm), "\"name\": \"%s\"", name);
+  snprintf(hdr, sizeof(hdr), "\"min_message_size\": %llu,\n \"max_message_size\": %llu,\n %s",
+           (unsigned long long)lo, (unsigned long long)hi, extra ? extra : "");
+  char *a = replace_all(template_text, "\"name\": \"test_ar2_ll\"", nm);
+  char *b = replace_all(a, "\"inplace\": true", inplace ? "\"inplace\": true" : "\"inplace\": false");
+  char *c = replace_all(b, "\"min_message_size\": 0,\n \"max_message_size\": 1048576,\n", hdr);
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/%s", dir, file);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(c, f);
+  fclose(f);
+  free(a);
+  free(b);
+  free(c);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  return remove(path);
+}
+
+/* Temporary directories live until the test's process exits (each test forks). */
+static char made[8][256];
+static int n_made;
+
+static void cleanup_dirs(void) {
+  for (int i = 0; i < n_made; i++) nftw(made[i], rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+static void make_dir(char *buf, size_t len, const char *tag) {
+  snprintf(buf, len, "/tmp/pcl_registry_%s_XXXXXX", tag);
+  ck_assert_ptr_nonnull(mkdtemp(buf));
+  if (n_made == 0) atexit(cleanup_dirs);
+  if (n_made < 8) snprintf(made[n_made++], sizeof(made[0]), "%s", buf);
+}
+
+static pcl_registry_t *create(const char *const *dirs, int n) {
+  pcl_registry_t *r = NULL;
+  ck_assert_int_eq(pcl_registry_create(dirs, n, &r), ncclSuccess);
+  ck_assert_ptr_nonnull(r);
+  return r;
+}
+
+static const char *sel_name(const pcl_registry_t *r, int inplace, uint64_t bytes) {
+  const pcl_plan_t *p = pcl_registry_select(r, PCL_PLAN_COLL_ALLREDUCE, 2, 2, inplace, bytes);
+  return p ? p->name : "(none)";
+}
+
+START_TEST(test_priority_then_narrowest_then_order) {
+  load_template();
+  char d[256];
+  make_dir(d, sizeof(d), "sel");
+  write_plan(d, "a_wide.json", "a_wide", 1, 0, 1 << 20, NULL);
+  write_plan(d, "b_narrow.json", "b_narrow", 1, 0, 4096, NULL);
+  write_plan(d, "c_prio.json", "c_prio", 1, 8192, 65536, "\"priority\": 5,\n");
+  write_plan(d, "d_same_as_b.json", "d_same_as_b", 1, 0, 4096, NULL);
+  const char *dirs[] = {d};
+  pcl_registry_t *r = create(dirs, 1);
+  ck_assert_int_eq(pcl_registry_count(r), 4);
+  ck_assert_int_eq(pcl_registry_refused_count(r), 0);
+  ck_assert_str_eq(sel_name(r, 1, 1024), "b_narrow");   /* narrowest; b before d (file order) */
+  ck_assert_str_eq(sel_name(r, 1, 4096), "b_narrow");   /* max inclusive */
+  ck_assert_str_eq(sel_name(r, 1, 4128), "a_wide");     /* just above b's range */
+  ck_assert_str_eq(sel_name(r, 1, 8160), "a_wide");     /* just below c's range */
+  ck_assert_str_eq(sel_name(r, 1, 8192), "c_prio");     /* min inclusive, priority wins */
+  ck_assert_str_eq(sel_name(r, 1, 65536), "c_prio");
+  ck_assert_str_eq(sel_name(r, 1, 65568), "a_wide");
+  ck_assert_str_eq(sel_name(r, 1, 1 << 20), "a_wide");
+  ck_assert_str_eq(sel_name(r, 1, (1 << 20) + 32), "(none)");
+  ck_assert_str_eq(sel_name(r, 1, 1040), "(none)");     /* in range but not a multiple of 32 */
+  ck_assert_str_eq(sel_name(r, 1, 0), "(none)");
+  /* Iteration is in selection order: sorted file names. */
+  ck_assert_str_eq(pcl_registry_plan(r, 0)->name, "a_wide");
+  ck_assert_str_eq(pcl_registry_plan(r, 3)->name, "d_same_as_b");
+  ck_assert_ptr_null(pcl_registry_plan(r, 4));
+  /* Other worlds, ranks per node and collectives do not match. */
+  ck_assert_ptr_null(pcl_registry_select(r, PCL_PLAN_COLL_ALLREDUCE, 4, 4, 1, 1024));
+  ck_assert_ptr_null(pcl_registry_select(r, PCL_PLAN_COLL_ALLREDUCE, 2, 1, 1, 1024));
+  ck_assert_ptr_null(pcl_registry_select(r, PCL_PLAN_COLL_ALLGATHER, 2, 2, 1, 1024));
+  pcl_registry_destroy(r);
+  free(template_text);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+START_TEST(test_inplace_rules) {
+  load_template();
+  char d[256];
+  make_dir(d, sizeof(d), "inpl");
+  write_plan(d, "inplace.json", "inplace", 1, 0, 1 << 20, NULL);
+  const char *dirs[] = {d};
+  pcl_registry_t *r = create(dirs, 1);
+  ck_assert_str_eq(sel_name(r, 1, 1024), "inplace");
+  ck_assert_str_eq(sel_name(r, 0, 1024), "(none)"); /* never guess */
+  pcl_registry_destroy(r);
+
+  write_plan(d, "oop_ok.json", "oop_ok", 1, 0, 1 << 20, "\"outofplace_ok\": true,\n");
+  write_plan(d, "zz_oop.json", "zz_oop", 0, 0, 4096, NULL);
+  r = create(dirs, 1);
+  ck_assert_str_eq(sel_name(r, 1, 1024), "inplace");  /* first in file order */
+  ck_assert_str_eq(sel_name(r, 0, 1024), "zz_oop");   /* narrower out-of-place plan */
+  ck_assert_str_eq(sel_name(r, 0, 8192), "oop_ok");   /* in-place plan that allows it */
+  pcl_registry_destroy(r);
+  free(template_text);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+START_TEST(test_dir_order_recursion_refusals) {
+  load_template();
+  char d1[256], d2[256], sub[300], bad[300];
+  make_dir(d1, sizeof(d1), "d1");
+  make_dir(d2, sizeof(d2), "d2");
+  /* d2's file sorts first by name, but d1 comes first in the directory list. */
+  write_plan(d1, "z.json", "from_d1", 1, 0, 1 << 20, NULL);
+  write_plan(d2, "a.json", "from_d2", 1, 0, 1 << 20, NULL);
+  snprintf(sub, sizeof(sub), "%s/nested", d2);
+  ck_assert_int_eq(mkdir(sub, 0700), 0);
+  write_plan(sub, "n.json", "nested_narrow", 1, 0, 2048, NULL);
+  write_plan(d2, ".hidden.json", "hidden", 1, 0, 64, NULL);
+  write_plan(d2, "not_a_plan.txt", "txt", 1, 0, 64, NULL);
+  snprintf(bad, sizeof(bad), "%s/broken.json", d2);
+  FILE *f = fopen(bad, "w");
+  fputs("{\"name\": 3}", f);
+  fclose(f);
+  const char *dirs[] = {d1, "/nonexistent/planccl", d2};
+  pcl_registry_t *r = create(dirs, 3);
+  ck_assert_int_eq(pcl_registry_count(r), 3);
+  ck_assert_str_eq(pcl_registry_plan(r, 0)->name, "from_d1");
+  ck_assert_str_eq(pcl_registry_plan(r, 1)->name, "from_d2");
+  ck_assert_str_eq(pcl_registry_plan(r, 2)->name, "nested_narrow");
+  ck_assert_str_eq(sel_name(r, 1, 65536), "from_d1");
+  ck_assert_str_eq(sel_name(r, 1, 1024), "nested_narrow");
+  ck_assert_int_eq(pcl_registry_refused_count(r), 1);
+  ck_assert_ptr_nonnull(strstr(pcl_registry_refused(r, 0), "broken.json: name: expected a string"));
+  ck_assert_ptr_null(pcl_registry_refused(r, 1));
+  pcl_registry_destroy(r);
+  /* Reversed directory order flips the tie. */
+  const char *rev[] = {d2, d1};
+  r = create(rev, 2);
+  ck_assert_str_eq(sel_name(r, 1, 65536), "from_d2");
+  pcl_registry_destroy(r);
+  /* Empty registry and NULL handling. */
+  r = create(NULL, 0);
+  ck_assert_int_eq(pcl_registry_count(r), 0);
+  ck_assert_str_eq(sel_name(r, 1, 1024), "(none)");
+  pcl_registry_destroy(r);
+  pcl_registry_destroy(NULL);
+  ck_assert_ptr_null(pcl_registry_select(NULL, PCL_PLAN_COLL_ALLREDUCE, 2, 2, 1, 1024));
+  free(template_text);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+START_TEST(test_max_scratch) {
+  load_template();
+  char d[256];
+  make_dir(d, sizeof(d), "scr");
+  write_plan(d, "a.json", "a", 1, 0, 1 << 20, NULL);
+  write_plan(d, "b.json", "b", 1, 0, 4096, NULL);
+  const char *dirs[] = {d};
+  pcl_registry_t *r = create(dirs, 1);
+  /* 1 MiB through a: chunk 512 KiB, 2 scratch chunks, x2 LL, x2 double. */
+  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 2, 2, 1 << 20), 4u << 20);
+  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 2, 2, 1u << 30), 4u << 20);
+  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 2, 2, 4096), 4 * 4096);
+  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 4, 4, 1 << 20), 0);
+  pcl_registry_destroy(r);
+  free(template_text);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+START_TEST(test_test_data_tree) {
+  char d[1024];
+  const char *dirs[] = {plan_path(d, sizeof(d), "")};
+  pcl_registry_t *r = create(dirs, 1);
+  /* good/ (11) + conformance/ (8 valid); bad/ (77) + 3 NVLS conformance plans refused. */
+  ck_assert_int_ge(pcl_registry_count(r), 19);
+  ck_assert_int_ge(pcl_registry_refused_count(r), 80);
+  const pcl_plan_t *p = pcl_registry_select(r, PCL_PLAN_COLL_ALLREDUCE, 2, 2, 1, 1024);
+  ck_assert_ptr_nonnull(p);
+  /* conformance/allreduce_packet_2 sorts first but has an unbounded range: narrower wins. */
+  ck_assert_str_eq(p->name, "test_ar2_ll");
+  p = pcl_registry_select(r, PCL_PLAN_COLL_REDUCESCATTER, 2, 2, 0, 4096);
+  ck_assert_ptr_nonnull(p);
+  ck_assert_str_eq(p->name, "test_rs2_ll");
+  p = pcl_registry_select(r, PCL_PLAN_COLL_ALLGATHER, 4, 4, 0, 4096);
+  ck_assert_ptr_nonnull(p);
+  ck_assert_str_eq(p->name, "test_ag4_ll");
+  pcl_registry_destroy(r);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("registry");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_priority_then_narrowest_then_order);
+  tcase_add_test(tc, test_inplace_rules);
+  tcase_add_test(tc, test_dir_order_recursion_refusals);
+  tcase_add_test(tc, test_max_scratch);
+  tcase_add_test(tc, test_test_data_tree);
+  suite_add_tcase(s, tc);
+  return pcl_test_run_suite(s);
+}
