@@ -24,7 +24,8 @@ static const int k_blocks[NBLK] = {132, 264, 528};
 
 typedef struct {
   int ran, failed;
-  double pingpong_us;   /* one way */
+  double pingpong_us;   /* one way, release signal / acquire wait */
+  double pingpong_rlx_us; /* one way, relaxed signal / relaxed wait (rlxsignal/rlxwait) */
   double put_gbs[NBLK]; /* rank 0 -> rank 1, SM copy through the memory channel */
   double ce_gbs;        /* cudaMemcpyAsync into the peer-mapped buffer */
   int cycles;
@@ -117,6 +118,23 @@ static __device__ __forceinline__ void sem_wait(uint64_t inbound, uint64_t expec
   } while ((int64_t)(v - e) < 0 && !watch_tick(w));
 }
 
+/* Relaxed forms: no ordering of earlier data, only the token itself (plans' rlxsignal/rlxwait). */
+static __device__ __forceinline__ void sem_signal_rlx(uint64_t remote_inbound) {
+  asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(remote_inbound), "l"(1ull)
+               : "memory");
+}
+
+static __device__ __forceinline__ void sem_wait_rlx(uint64_t inbound, uint64_t expected_p,
+                                                    watch_t *w) {
+  uint64_t *expected = (uint64_t *)expected_p;
+  uint64_t e = *expected + 1, v;
+  *expected = e;
+  w->start = 0;
+  do {
+    asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(inbound) : "memory");
+  } while ((int64_t)(v - e) < 0 && !watch_tick(w));
+}
+
 static __device__ __forceinline__ void ll16_store(void *p, uint2 v, uint32_t flag) {
   asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(flag),
                "r"(v.y), "r"(flag)
@@ -187,15 +205,23 @@ __global__ void wait_kernel(uint64_t inbound, uint64_t expected, uint32_t *err) 
 }
 
 /* One thread each side; rank 0 times iters round trips after a warm-up. */
-__global__ void pingpong_kernel(pcl_memchan_info_t ch, int rank, int iters, uint32_t *err,
-                                unsigned long long *ns) {
+__global__ void pingpong_kernel(pcl_memchan_info_t ch, int rank, int iters, int relaxed,
+                                uint32_t *err, unsigned long long *ns) {
   watch_t w;
   watch_init(&w, err);
   uint64_t t0 = 0;
   for (int i = -1000; i < iters; i++) {
     if (i == 0)
       t0 = gtimer();
-    if (rank == 0) {
+    if (relaxed) {
+      if (rank == 0) {
+        sem_signal_rlx(ch.remote_inbound);
+        sem_wait_rlx(ch.local_inbound, ch.local_expected, &w);
+      } else {
+        sem_wait_rlx(ch.local_inbound, ch.local_expected, &w);
+        sem_signal_rlx(ch.remote_inbound);
+      }
+    } else if (rank == 0) {
       sem_signal(ch.remote_inbound);
       sem_wait(ch.local_inbound, ch.local_expected, &w);
     } else {
@@ -392,15 +418,17 @@ static int measure(int rank, int mode, pcl_bootstrap_t *b, pcl_memchan_t *mc, cu
   CUCK(cudaMalloc(&err, sizeof(*err)));
   CUCK(cudaMalloc(&ns, sizeof(*ns)));
   CUCK(cudaMemsetAsync(err, 0, sizeof(*err), s));
-  CK(pcl_bootstrap_barrier(b));
-  pingpong_kernel<<<1, 1, 0, s>>>(ch, rank, g_iters, err, ns);
-  CUCK(cudaMemcpyAsync(&hns, ns, sizeof(hns), cudaMemcpyDeviceToHost, s));
-  CUCK(cudaMemcpyAsync(&herr, err, sizeof(herr), cudaMemcpyDeviceToHost, s));
-  CUCK(cudaStreamSynchronize(s));
-  if (herr != 0)
-    FAIL("ping-pong gave up with error %u", herr);
-  if (rank == 0)
-    r->pingpong_us = hns / 1e3 / (2.0 * g_iters);
+  for (int relaxed = 0; relaxed < 2; relaxed++) {
+    CK(pcl_bootstrap_barrier(b));
+    pingpong_kernel<<<1, 1, 0, s>>>(ch, rank, g_iters, relaxed, err, ns);
+    CUCK(cudaMemcpyAsync(&hns, ns, sizeof(hns), cudaMemcpyDeviceToHost, s));
+    CUCK(cudaMemcpyAsync(&herr, err, sizeof(herr), cudaMemcpyDeviceToHost, s));
+    CUCK(cudaStreamSynchronize(s));
+    if (herr != 0)
+      FAIL("ping-pong gave up with error %u", herr);
+    if (rank == 0)
+      *(relaxed ? &r->pingpong_rlx_us : &r->pingpong_us) = hns / 1e3 / (2.0 * g_iters);
+  }
 
   /* Bandwidth: rank 0 writes g_bytes into rank 1's scratch; rank 1 only waits at barriers. */
   void *src = NULL;
@@ -632,8 +660,8 @@ int main(int argc, char **argv) {
   const char *name[NMODES] = {"processes", "threads"};
   printf("\nmemory channels, 2 GPUs (%zu MiB transfers, %d ping-pong iterations)\n", g_bytes >> 20,
          g_iters);
-  printf("%-10s %-9s %-22s %9s %9s %9s %9s %9s %8s %9s %9s %6s\n", "mode", "status", "scratch/sems",
-         "1-way us", "put 132", "put 264", "put 528", "CE GB/s", "cycles", "ms/cycle", "gpu dB",
+  printf("%-10s %-9s %-22s %9s %9s %9s %9s %9s %9s %8s %9s %9s %6s\n", "mode", "status", "scratch/sems",
+         "1-way us", "rlx us", "put 132", "put 264", "put 528", "CE GB/s", "cycles", "ms/cycle", "gpu dB",
          "fd d");
   for (int m = 0; m < NMODES; m++) {
     results_t *r = &g_res[m];
@@ -641,8 +669,9 @@ int main(int argc, char **argv) {
       continue;
     char kinds[40];
     snprintf(kinds, sizeof(kinds), "%s/%s", r->scratch_kind, r->sem_kind);
-    printf("%-10s %-9s %-22s %9.2f %9.1f %9.1f %9.1f %9.1f %8d %9.3f %9lld %6lld\n", name[m],
-           r->failed ? "FAILED" : "ok", kinds, r->pingpong_us, r->put_gbs[0], r->put_gbs[1],
+    printf("%-10s %-9s %-22s %9.2f %9.2f %9.1f %9.1f %9.1f %9.1f %8d %9.3f %9lld %6lld\n",
+           name[m], r->failed ? "FAILED" : "ok", kinds, r->pingpong_us, r->pingpong_rlx_us,
+           r->put_gbs[0], r->put_gbs[1],
            r->put_gbs[2], r->ce_gbs, r->cycles, r->cycle_ms, r->gpu_free_delta, r->fd_delta);
   }
   printf("baseline (BASELINE.md): 0.70 us one way, ~370 GB/s SM put, ~390 GB/s copy engine\n");
