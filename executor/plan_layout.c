@@ -139,11 +139,11 @@ int pcl_plan_size_runnable(const pcl_plan_t *plan, uint64_t msg) {
 }
 
 uint64_t pcl_plan_scratch_bytes(const pcl_plan_t *plan, uint64_t msg) {
-  uint64_t in, out, half, total;
+  uint64_t in = 0, out = 0, half, total;
   pcl_plan_layout_t l;
   if (!pcl_plan_size_runnable(plan, msg)) return 0;
-  pcl_plan_buffer_bytes(plan, msg, &in, &out);
-  pcl_plan_layout(plan, 0, in, out, &l);
+  if (pcl_plan_buffer_bytes(plan, msg, &in, &out) != 0) return 0;
+  if (pcl_plan_layout(plan, 0, in, out, &l) != ncclSuccess) return 0;
   scratch_sizes(plan, l.chunk_bytes, plan->max_scratch_chunks, &half, &total);
   return total;
 }

@@ -37,7 +37,7 @@ pcl_install_deps() {
 pcl_build() {
   local dir=$1; shift
   # shellcheck disable=SC2086
-  cmake -S "$PCL_ROOT" -B "$dir" -DCMAKE_INSTALL_PREFIX="$dir/install" "$@" $CMAKE_ARGS >"$dir/configure.log" 2>&1 ||
+  cmake -S "$PCL_ROOT" -B "$dir" -DCMAKE_INSTALL_PREFIX="$dir/install" "$@" ${CMAKE_ARGS:-} >"$dir/configure.log" 2>&1 ||
     { cat "$dir/configure.log"; return 1; }
   local start=$SECONDS
   cmake --build "$dir" -j "$(nproc)" ${PCL_BUILD_TARGET:+--target $PCL_BUILD_TARGET} || return 1

@@ -354,8 +354,9 @@ END_TEST
 /* Truncating every good plan at many points must never crash or leak. */
 START_TEST(test_truncated_plans) {
   char path[1024];
-  size_t len;
+  size_t len = 0;
   char *t = read_text(plan_path(path, sizeof(path), "good/ar2_pipeline_sem.json"), &len);
+  ck_assert_ptr_nonnull(t);
   while (len > 0 && (t[len - 1] == '\n' || t[len - 1] == ' ')) len--; /* last byte is '}' */
   for (size_t cut = 0; cut < len; cut += 7) {
     pcl_plan_t *p = NULL;

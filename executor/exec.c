@@ -1,0 +1,394 @@
+/* SPDX-License-Identifier: MIT
+ * The executor context of one communicator: device state, programs cached per (plan, in bytes,
+ * out bytes, registered buffers), binding to memory channels, and the per-call launch. After the
+ * first call of a shape the call path does no allocation, file access or host synchronisation. */
+#include <string.h>
+#include "alloc.h"
+#include "cuda_check.h"
+#include "exec.h"
+#include "kernels.h"
+#include "log.h"
+#include "memchan.h"
+
+typedef struct {
+  const pcl_plan_t *plan;
+  uint64_t in_bytes, out_bytes;
+  const pcl_exec_userbuf_t *ub;
+  pcl_exec_shape_t shape;
+  pcl_kblock_t *d_blocks; /* plan->max_blocks programs */
+  int32_t *d_sems;
+} prog_t;
+
+struct pcl_exec_userbuf {
+  pcl_memchan_buf_t *buf[2]; /* input, output (the same registration when in == out) */
+};
+
+struct pcl_exec_ctx {
+  pcl_exec_config_t cfg;
+  pcl_kstate_t *d_state;
+  uint32_t *h_words; /* mapped pinned: [0] error, [1] abort */
+  uint32_t *d_words;
+  cudaStream_t side;
+  uint64_t half; /* this rank's constant scratch half */
+  prog_t *progs;
+  int nprogs, cap;
+  int last;
+};
+
+ncclResult_t pcl_exec_ctx_create(const pcl_exec_config_t *cfg, pcl_exec_ctx_t **out) {
+  ncclResult_t res = ncclSuccess;
+  int prev = -1;
+  pcl_exec_ctx_t *c = NULL;
+  PCL_CUDA_CHECK(cudaGetDevice(&prev));
+  PCL_CALLOC(c, 1, "exec ctx");
+  if (c == NULL)
+    return ncclSystemError;
+  c->cfg = *cfg;
+  c->half = (cfg->scratch_bytes / 2) & ~(uint64_t)255;
+  PCL_CUDA_CHECK_GOTO(cudaSetDevice(cfg->cuda_dev), res, err_free);
+  PCL_CHECK_GOTO(pcl_kernels_load_all(), res, err_dev);
+  PCL_CUDA_CHECK_GOTO(cudaMalloc((void **)&c->d_state, sizeof(pcl_kstate_t)), res, err_dev);
+  PCL_CUDA_CHECK_GOTO(cudaMemset(c->d_state, 0, sizeof(pcl_kstate_t)), res, err_state);
+  PCL_CUDA_CHECK_GOTO(cudaHostAlloc((void **)&c->h_words, 64, cudaHostAllocMapped), res, err_state);
+  memset(c->h_words, 0, 64);
+  PCL_CUDA_CHECK_GOTO(cudaHostGetDevicePointer((void **)&c->d_words, c->h_words, 0), res,
+                      err_words);
+  PCL_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking), res, err_words);
+  PCL_CUDA_CHECK_GOTO(cudaDeviceSynchronize(), res, err_stream);
+  cudaSetDevice(prev);
+  *out = c;
+  return ncclSuccess;
+err_stream:
+  cudaStreamDestroy(c->side);
+err_words:
+  cudaFreeHost(c->h_words);
+err_state:
+  cudaFree(c->d_state);
+err_dev:
+  cudaSetDevice(prev);
+err_free:
+  pcl_free(c);
+  return res;
+}
+
+void pcl_exec_ctx_destroy(pcl_exec_ctx_t *c) {
+  if (c == NULL)
+    return;
+  int prev = -1;
+  cudaGetDevice(&prev);
+  cudaSetDevice(c->cfg.cuda_dev);
+  for (int i = 0; i < c->nprogs; i++) {
+    cudaFree(c->progs[i].d_blocks);
+    cudaFree(c->progs[i].d_sems);
+  }
+  pcl_free(c->progs);
+  cudaStreamDestroy(c->side);
+  cudaFreeHost(c->h_words);
+  cudaFree(c->d_state);
+  if (prev >= 0)
+    cudaSetDevice(prev);
+  pcl_free(c);
+}
+
+ncclResult_t pcl_exec_userbuf_create(pcl_exec_ctx_t *c, void *in, size_t in_bytes, void *out,
+                                     size_t out_bytes, pcl_exec_userbuf_t **ub) {
+  ncclResult_t res;
+  pcl_exec_userbuf_t *u = NULL;
+  if (c->cfg.memchan == NULL) {
+    PCL_WARN(PCL_LOG_EXEC, "registering user buffers needs memory channels");
+    return ncclInvalidUsage;
+  }
+  PCL_CALLOC(u, 1, "exec userbuf");
+  if (u == NULL)
+    return ncclSystemError;
+  PCL_CHECK_GOTO(pcl_memchan_buf_reg(c->cfg.memchan, in, in_bytes, &u->buf[0]), res, err);
+  if (out != in)
+    PCL_CHECK_GOTO(pcl_memchan_buf_reg(c->cfg.memchan, out, out_bytes, &u->buf[1]), res, err_in);
+  *ub = u;
+  return ncclSuccess;
+err_in:
+  pcl_memchan_buf_release(u->buf[0]);
+err:
+  pcl_free(u);
+  return res;
+}
+
+void pcl_exec_userbuf_destroy(pcl_exec_userbuf_t *u) {
+  if (u == NULL)
+    return;
+  pcl_memchan_buf_release(u->buf[1]);
+  pcl_memchan_buf_release(u->buf[0]);
+  pcl_free(u);
+}
+
+/* ---- binding ---- */
+
+static uint64_t peer_scratch(const pcl_exec_ctx_t *c, int peer, uint64_t *half) {
+  pcl_memchan_info_t info;
+  *half = 0;
+  if (c->cfg.memchan == NULL || pcl_memchan_info(c->cfg.memchan, peer, 0, &info) != ncclSuccess)
+    return 0;
+  *half = (info.remote_scratch_bytes / 2) & ~(uint64_t)255;
+  return info.remote_scratch;
+}
+
+static uint64_t peer_user(const pcl_exec_userbuf_t *ub, int peer, int type) {
+  uint64_t bytes;
+  if (ub == NULL)
+    return 0;
+  const pcl_memchan_buf_t *b = ub->buf[type == PCL_PLAN_BUF_OUTPUT && ub->buf[1] ? 1 : 0];
+  return pcl_memchan_buf_remote(b, peer, &bytes);
+}
+
+static ncclResult_t bind_tables(pcl_exec_ctx_t *c, const pcl_plan_t *plan,
+                                const pcl_exec_userbuf_t *ub, pcl_kmemchan_t *mem,
+                                pcl_kremote_t *rb) {
+  const pcl_plan_gpu_t *g = &plan->gpus[c->cfg.rank];
+  const pcl_plan_channel_t *ch = g->channels[PCL_PLAN_CHAN_MEMORY];
+  for (int i = 0; i < g->n_channels[PCL_PLAN_CHAN_MEMORY]; i++) {
+    int k = 0;
+    for (int j = 0; j < i; j++)
+      k += ch[j].peer == ch[i].peer;
+    pcl_memchan_info_t info;
+    if (c->cfg.memchan == NULL ||
+        pcl_memchan_info(c->cfg.memchan, ch[i].peer, k, &info) != ncclSuccess) {
+      PCL_WARN(PCL_LOG_EXEC, "plan %s: no memory channel %d to rank %d (memchan has %d per peer)",
+               plan->name, k, ch[i].peer,
+               c->cfg.memchan ? pcl_memchan_nchannels(c->cfg.memchan) : 0);
+      return ncclInvalidUsage;
+    }
+    mem[i].remote_inbound = info.remote_inbound;
+    mem[i].local_inbound = info.local_inbound;
+    mem[i].local_expected = info.local_expected;
+    mem[i].remote_base[PCL_KBUF_SCRATCH] = info.remote_scratch;
+    mem[i].remote_base[PCL_KBUF_INPUT] = peer_user(ub, ch[i].peer, PCL_PLAN_BUF_INPUT);
+    mem[i].remote_base[PCL_KBUF_OUTPUT] = peer_user(ub, ch[i].peer, PCL_PLAN_BUF_OUTPUT);
+  }
+  for (int i = 0; i < g->n_rbufs; i++) {
+    const pcl_plan_rbuf_t *r = &g->rbufs[i];
+    uint64_t half = 0;
+    rb[i].mem_id = PCL_KABI_NO_MEM;
+    rb[i].kind = r->type;
+    if (r->type == PCL_PLAN_BUF_SCRATCH) {
+      rb[i].ptr = peer_scratch(c, r->rank, &half);
+      rb[i].odd_half = plan->use_double_scratch_buffer ? half : 0;
+    } else {
+      rb[i].ptr = peer_user(ub, r->rank, r->type);
+    }
+    if (rb[i].ptr == 0 && (r->access & (1u << PCL_PLAN_CHAN_MEMORY))) {
+      PCL_WARN(PCL_LOG_EXEC, "plan %s: rank %d's %s buffer is not mapped here%s", plan->name,
+               r->rank, pcl_plan_buf_name(r->type),
+               r->type == PCL_PLAN_BUF_SCRATCH ? "" : " (zero-copy plans need registered buffers)");
+      return ncclInvalidUsage;
+    }
+  }
+  return ncclSuccess;
+}
+
+/* ---- programs ---- */
+
+static int prog_check(const pcl_exec_ctx_t *c, const pcl_plan_t *plan, const prog_t *p,
+                      const pcl_exec_args_t *a, int *pkt, int quiet) {
+  const char *why = NULL;
+  size_t es = pcl_kernels_dtype_bytes(a->dtype);
+  int ll16 = !a->force_ll8 && (p->shape.pkt_or & 7) == 0;
+  if (es == 0)
+    why = "dtype not supported";
+  else if (p->shape.has_reduce && !pcl_kernels_redop_supported(a->dtype, a->op))
+    why = "reduction op not supported";
+  else if (p->shape.has_reduce && es > 4 && (p->shape.red_or % es) != 0)
+    why = "reduce ranges split elements";
+  else if ((p->shape.pkt_or & 3) != 0)
+    why = "packet ranges not 4-byte aligned";
+  else if (!ll16 && p->shape.has_pkt_reduce &&
+           !pcl_kernels_pkt_reduce_supported(a->dtype, PCL_KPKT_LL8))
+    why = "LL8 packets cannot carry 8-byte elements";
+  else if (p->shape.has_port)
+    why = "port channels are not bound by the executor yet";
+  else if (p->shape.remote_io && a->ub == NULL)
+    why = "zero-copy plan without registered buffers";
+  else if (plan->use_double_scratch_buffer ? p->shape.scratch_half > c->half
+                                           : p->shape.scratch_half > c->cfg.scratch_bytes)
+    why = "scratch too small";
+  if (why != NULL) {
+    if (!quiet)
+      PCL_WARN(PCL_LOG_EXEC, "plan %s cannot run %llu/%llu bytes here: %s", plan->name,
+               (unsigned long long)a->in_bytes, (unsigned long long)a->out_bytes, why);
+    return 0;
+  }
+  *pkt = ll16 ? PCL_KPKT_LL16 : PCL_KPKT_LL8;
+  return 1;
+}
+
+static ncclResult_t prog_build(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec_args_t *a,
+                               prog_t *p) {
+  ncclResult_t res = ncclSuccess;
+  pcl_plan_layout_t l;
+  const pcl_plan_gpu_t *g = &plan->gpus[c->cfg.rank];
+  pcl_kblock_t *h_blocks = NULL;
+  pcl_kmemchan_t *mem = NULL;
+  pcl_kremote_t *rb = NULL;
+  int32_t sems[PCL_KABI_MAX_SEMAPHORES] = {0};
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  memset(p, 0, sizeof(*p));
+  p->plan = plan;
+  p->in_bytes = a->in_bytes;
+  p->out_bytes = a->out_bytes;
+  p->ub = a->ub;
+  PCL_CHECK(pcl_plan_layout(plan, c->cfg.rank, a->in_bytes, a->out_bytes, &l));
+  PCL_CHECK(pcl_exec_shape(plan, c->cfg.rank, a->in_bytes, a->out_bytes, &p->shape));
+  if (g->n_sems > PCL_KABI_MAX_SEMAPHORES)
+    return ncclInvalidArgument;
+  PCL_CALLOC(h_blocks, (size_t)plan->max_blocks, "exec blocks");
+  PCL_CALLOC(mem, (size_t)g->n_channels[PCL_PLAN_CHAN_MEMORY] + 1, "exec memchans");
+  PCL_CALLOC(rb, (size_t)g->n_rbufs + 1, "exec remotes");
+  if (h_blocks == NULL || mem == NULL || rb == NULL) {
+    res = ncclSystemError;
+    goto out;
+  }
+  if (!p->shape.has_port && !(p->shape.remote_io && a->ub == NULL))
+    PCL_CHECK_GOTO(bind_tables(c, plan, a->ub, mem, rb), res, out);
+  pcl_exec_bind_t bind = {mem, NULL, rb};
+  PCL_CHECK_GOTO(pcl_exec_build_blocks(plan, c->cfg.rank, &l, &bind, h_blocks), res, out);
+  for (int i = 0; i < g->n_sems; i++)
+    sems[i] = (int32_t)g->sem_init[i];
+  /* A new shape may be met while the caller's stream is capturing: allocate and copy on our own
+   * non-blocking stream with the relaxed capture mode, which never touches the captured one. */
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  PCL_CUDA_CHECK_GOTO(cudaMalloc((void **)&p->d_blocks, sizeof(pcl_kblock_t) * plan->max_blocks),
+                      res, out_mode);
+  PCL_CUDA_CHECK_GOTO(cudaMalloc((void **)&p->d_sems, sizeof(sems)), res, out_mode);
+  PCL_CUDA_CHECK_GOTO(cudaMemcpyAsync(p->d_blocks, h_blocks,
+                                      sizeof(pcl_kblock_t) * plan->max_blocks,
+                                      cudaMemcpyHostToDevice, c->side),
+                      res, out_mode);
+  PCL_CUDA_CHECK_GOTO(
+      cudaMemcpyAsync(p->d_sems, sems, sizeof(sems), cudaMemcpyHostToDevice, c->side), res,
+      out_mode);
+  PCL_CUDA_CHECK_GOTO(cudaStreamSynchronize(c->side), res, out_mode);
+out_mode:
+  cudaThreadExchangeStreamCaptureMode(&mode);
+out:
+  if (res != ncclSuccess) {
+    cudaFree(p->d_blocks);
+    cudaFree(p->d_sems);
+    p->d_blocks = NULL;
+    p->d_sems = NULL;
+  }
+  pcl_free(rb);
+  pcl_free(mem);
+  pcl_free(h_blocks);
+  return res;
+}
+
+static ncclResult_t prog_get(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec_args_t *a,
+                             prog_t **out) {
+  if (c->last < c->nprogs) {
+    prog_t *p = &c->progs[c->last];
+    if (p->plan == plan && p->in_bytes == a->in_bytes && p->out_bytes == a->out_bytes &&
+        (!p->shape.remote_io || p->ub == a->ub)) {
+      *out = p;
+      return ncclSuccess;
+    }
+  }
+  for (int i = 0; i < c->nprogs; i++) {
+    prog_t *p = &c->progs[i];
+    if (p->plan == plan && p->in_bytes == a->in_bytes && p->out_bytes == a->out_bytes &&
+        (!p->shape.remote_io || p->ub == a->ub)) {
+      c->last = i;
+      *out = p;
+      return ncclSuccess;
+    }
+  }
+  if (c->nprogs == c->cap) {
+    int cap = c->cap ? 2 * c->cap : 8;
+    prog_t *np =
+        pcl_realloc(c->progs, (size_t)c->cap, (size_t)cap, sizeof(prog_t), "exec programs");
+    if (np == NULL)
+      return ncclSystemError;
+    c->progs = np;
+    c->cap = cap;
+  }
+  int prev = -1;
+  cudaGetDevice(&prev);
+  if (prev != c->cfg.cuda_dev)
+    cudaSetDevice(c->cfg.cuda_dev);
+  ncclResult_t res = prog_build(c, plan, a, &c->progs[c->nprogs]);
+  if (prev != c->cfg.cuda_dev)
+    cudaSetDevice(prev);
+  if (res != ncclSuccess)
+    return res;
+  c->last = c->nprogs++;
+  *out = &c->progs[c->last];
+  return ncclSuccess;
+}
+
+ncclResult_t pcl_exec_prepare(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec_args_t *a) {
+  prog_t *p;
+  return prog_get(c, plan, a, &p);
+}
+
+int pcl_exec_supported(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec_args_t *a) {
+  prog_t *p;
+  int pkt;
+  if (plan == NULL || c->cfg.rank >= plan->n_gpus || plan->n_gpus != c->cfg.nranks)
+    return 0;
+  if (prog_get(c, plan, a, &p) != ncclSuccess)
+    return 0;
+  return prog_check(c, plan, p, a, &pkt, 1);
+}
+
+ncclResult_t pcl_exec_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec_args_t *a,
+                             cudaStream_t stream) {
+  prog_t *p;
+  int pkt;
+  PCL_CHECK(prog_get(c, plan, a, &p));
+  if (!prog_check(c, plan, p, a, &pkt, 0))
+    return ncclInvalidUsage;
+  pcl_kargs_t k;
+  memset(&k, 0, sizeof(k));
+  k.blocks = p->d_blocks;
+  k.state = c->d_state;
+  k.sems = p->d_sems;
+  k.abort_flag = &c->d_words[1];
+  k.error = &c->d_words[0];
+  k.in = (uint64_t)(uintptr_t)a->in;
+  k.out = (uint64_t)(uintptr_t)a->out;
+  k.scratch = (uint64_t)(uintptr_t)c->cfg.scratch;
+  k.scratch_half = plan->use_double_scratch_buffer ? c->half : 0;
+  k.timeout_ns = c->cfg.timeout_s > 0 ? (uint64_t)c->cfg.timeout_s * 1000000000ull : 0;
+  k.nranks = (uint32_t)c->cfg.nranks;
+  k.pkt = (uint8_t)pkt;
+  k.redop = (uint8_t)a->op;
+  PCL_CHECK(
+      pcl_kernels_launch(a->dtype, &k, plan->max_blocks, plan->num_threads_per_block, stream));
+  if (a->op == ncclAvg && p->shape.has_reduce) {
+    /* The simulator's avg: the rank's result region, scaled once the plan ran with sum. */
+    int scale = plan->collective == PCL_PLAN_COLL_ALLREDUCE ||
+                plan->collective == PCL_PLAN_COLL_REDUCESCATTER ||
+                (plan->collective == PCL_PLAN_COLL_REDUCE && a->root == c->cfg.rank);
+    if (scale)
+      PCL_CHECK(pcl_kernels_launch_avg(a->dtype, a->out, a->out_bytes, c->cfg.nranks, stream));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t pcl_exec_async_error(const pcl_exec_ctx_t *c, uint32_t *kerr) {
+  uint32_t e = *(volatile uint32_t *)&c->h_words[0];
+  if (kerr)
+    *kerr = e;
+  switch (e) {
+  case PCL_KERR_NONE:
+    return ncclSuccess;
+  case PCL_KERR_ABORT:
+    return ncclInvalidUsage;
+  default:
+    return ncclSystemError;
+  }
+}
+
+void pcl_exec_abort(pcl_exec_ctx_t *c) {
+  if (c == NULL)
+    return;
+  __atomic_store_n(&c->h_words[1], 1u, __ATOMIC_RELEASE);
+}

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: MIT
+ * The executor: binds a parsed plan to a communicator's channels and buffers, builds the device
+ * program once per (plan, message shape), and launches the interpreter kernel per call. */
+#ifndef PCL_EXEC_H
+#define PCL_EXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include "kernel_abi.h"
+
+#ifdef __cplusplus
+extern "C" { /* plan.h has no C++ guard of its own */
+#endif
+#include "plan.h"
+
+/* ---- host-side program building (pure CPU, no CUDA: unit-tested) ------------------------- */
+
+/* What one rank's program is bound to, by gpu-level index of the plan (pcl_plan_gpu_t). */
+typedef struct {
+  const pcl_kmemchan_t *mem;   /* [gpu->n_channels[MEMORY]] */
+  const pcl_kportchan_t *port; /* [gpu->n_channels[PORT]] (NULL when none) */
+  const pcl_kremote_t *rbuf;   /* [gpu->n_rbufs] */
+} pcl_exec_bind_t;
+
+/* Facts about a built program that decide, per call, what it can run. Computed over EVERY rank
+ * of the plan (not only this one) so all ranks decide alike. */
+typedef struct {
+  uint64_t pkt_or;    /* OR of packet operand offsets and sizes (LL16 needs % 8 == 0) */
+  uint64_t red_or;    /* OR of reduce operand offsets and sizes (must be % element size) */
+  int has_pkt_reduce; /* some rank reduces over packets */
+  int has_reduce;
+  int has_port;          /* some op uses a port channel */
+  int remote_io;         /* some op addresses a peer's input/output buffer (zero-copy) */
+  uint64_t scratch_half; /* largest scratch_half_bytes over the ranks */
+} pcl_exec_shape_t;
+
+/* Fills blocks[0 .. plan->max_blocks) for `rank` and layout `l` (tbg slicing and pipeline
+ * iteration counts applied; blocks the rank lacks get nops = 0). bind may be NULL: channel and
+ * remote tables stay zero (tests). ncclInvalidArgument with a WARN when a kernel limit is hit. */
+ncclResult_t pcl_exec_build_blocks(const pcl_plan_t *plan, int rank, const pcl_plan_layout_t *l,
+                                   const pcl_exec_bind_t *bind, pcl_kblock_t *blocks);
+
+/* Shape facts for (in_bytes, out_bytes) over all ranks; ncclInvalidArgument if not runnable. */
+ncclResult_t pcl_exec_shape(const pcl_plan_t *plan, int rank, uint64_t in_bytes, uint64_t out_bytes,
+                            pcl_exec_shape_t *out);
+
+/* pcl_plan_op_type_t -> pcl_kop_type_t; -1 for ops the kernel lacks (NVLS). */
+int pcl_exec_kop_of(int plan_op);
+
+/* ---- the executor context (one per communicator) -------------------------------------- */
+
+typedef struct pcl_exec_ctx pcl_exec_ctx_t;
+struct pcl_memchan;
+struct pcl_memchan_buf;
+
+typedef struct {
+  int cuda_dev;
+  int rank, nranks;
+  /* Memory channels to every peer (transport/memchan.h; its nchannels must cover the most
+   * channels a plan opens to one peer). NULL: only plans without memory channels/remote buffers
+   * can be bound. The plan's k-th memory channel to peer p uses memchan channel k of p. */
+  struct pcl_memchan *memchan;
+  void *scratch;        /* device scratch shared by all plans (exposed through memchan) */
+  size_t scratch_bytes; /* double-scratch plans use halves of scratch_bytes / 2 (a constant) */
+  int64_t timeout_s;    /* kernel spin timeout, 0 = none (pcl_param_timeout_s()) */
+} pcl_exec_config_t;
+
+/* Allocates the per-communicator device state (flag, barriers), the host-mapped error and abort
+ * words, a side stream for building programs, and loads every kernel variant (cuda_dev). */
+ncclResult_t pcl_exec_ctx_create(const pcl_exec_config_t *cfg, pcl_exec_ctx_t **out);
+/* Frees programs and state; the caller synchronised or aborted the kernels. NULL is ok. */
+void pcl_exec_ctx_destroy(pcl_exec_ctx_t *ctx);
+
+/* User buffers registered collectively (ncclCommRegister / ncclMemAlloc): needed by plans that
+ * read or write a PEER's input/output (zero-copy; allreduce_simple_2, reduce_2, reduce_tbg_2).
+ * Collective over the memchan's bootstrap: every rank calls it in the same order. */
+typedef struct pcl_exec_userbuf pcl_exec_userbuf_t;
+ncclResult_t pcl_exec_userbuf_create(pcl_exec_ctx_t *ctx, void *in, size_t in_bytes, void *out,
+                                     size_t out_bytes, pcl_exec_userbuf_t **ub);
+void pcl_exec_userbuf_destroy(pcl_exec_userbuf_t *ub);
+
+typedef struct {
+  const void *in;
+  void *out;
+  uint64_t in_bytes, out_bytes; /* pcl_plan_buffer_bytes of the message size */
+  ncclDataType_t dtype;
+  ncclRedOp_t op;
+  int root;                     /* reduce: the root (avg scales only its output); else ignored */
+  int force_ll8;                /* 1: LL8 packets even where LL16 fits */
+  const pcl_exec_userbuf_t *ub; /* registered buffers, or NULL (zero-copy plans refused) */
+} pcl_exec_args_t;
+
+/* 1 when (plan, args) can run here: dtype/op supported, sizes split, element and packet
+ * alignment, scratch large enough, zero-copy only with ub. Deterministic on all ranks given the
+ * same (plan, sizes, dtype, op, ub != NULL). Builds the program of a new shape (allocates). */
+int pcl_exec_supported(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan, const pcl_exec_args_t *a);
+
+/* Builds (first call of a shape: allocation + copies, not capturable) or finds the program and
+ * launches one kernel (+ one scaling kernel for avg) on `stream`. Graph-capture safe once the
+ * shape was built: call pcl_exec_prepare before capturing. */
+ncclResult_t pcl_exec_launch(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan, const pcl_exec_args_t *a,
+                             cudaStream_t stream);
+
+/* Builds the program for a shape without launching (before stream capture). */
+ncclResult_t pcl_exec_prepare(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan,
+                              const pcl_exec_args_t *a);
+
+/* Kernel-side error recorded so far: ncclSuccess, or ncclSystemError (timeout, FIFO) /
+ * ncclInvalidUsage (aborted). *kerr (may be NULL) gets the raw PCL_KERR_* word. Never blocks. */
+ncclResult_t pcl_exec_async_error(const pcl_exec_ctx_t *ctx, uint32_t *kerr);
+
+/* Sets the abort flag: every spinning kernel of this context gives up promptly. */
+void pcl_exec_abort(pcl_exec_ctx_t *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: MIT
+ * Building one rank's device program from a parsed plan and a layout: op translation, chunk ->
+ * byte offsets, thread-block-group slicing, pipeline iteration counts, channel and remote-buffer
+ * tables. Pure CPU code (no CUDA calls), so it is unit-tested without a GPU. */
+#include <string.h>
+#include "exec.h"
+#include "log.h"
+
+int pcl_exec_kop_of(int t) {
+  switch (t) {
+  case PCL_PLAN_OP_NOP:
+    return PCL_KOP_NOP;
+  case PCL_PLAN_OP_BARRIER:
+    return PCL_KOP_BARRIER;
+  case PCL_PLAN_OP_SIGNAL:
+    return PCL_KOP_SIGNAL;
+  case PCL_PLAN_OP_RLXSIGNAL:
+    return PCL_KOP_RLXSIGNAL;
+  case PCL_PLAN_OP_WAIT:
+    return PCL_KOP_WAIT;
+  case PCL_PLAN_OP_RLXWAIT:
+    return PCL_KOP_RLXWAIT;
+  case PCL_PLAN_OP_FLUSH:
+    return PCL_KOP_FLUSH;
+  case PCL_PLAN_OP_PUT:
+    return PCL_KOP_PUT;
+  case PCL_PLAN_OP_PWS:
+    return PCL_KOP_PWS;
+  case PCL_PLAN_OP_PWSF:
+    return PCL_KOP_PWSF;
+  case PCL_PLAN_OP_GET:
+    return PCL_KOP_GET;
+  case PCL_PLAN_OP_COPY:
+    return PCL_KOP_COPY;
+  case PCL_PLAN_OP_CPKT:
+    return PCL_KOP_CPKT;
+  case PCL_PLAN_OP_UPKT:
+    return PCL_KOP_UPKT;
+  case PCL_PLAN_OP_PPKT:
+    return PCL_KOP_PPKT;
+  case PCL_PLAN_OP_RPPKT:
+    return PCL_KOP_RPPKT;
+  case PCL_PLAN_OP_RE:
+    return PCL_KOP_RE;
+  case PCL_PLAN_OP_RES:
+    return PCL_KOP_RES;
+  case PCL_PLAN_OP_RRE:
+    return PCL_KOP_RRE;
+  case PCL_PLAN_OP_RRES:
+    return PCL_KOP_RRES;
+  case PCL_PLAN_OP_REPKT:
+    return PCL_KOP_REPKT;
+  case PCL_PLAN_OP_RESPKT:
+    return PCL_KOP_RESPKT;
+  case PCL_PLAN_OP_RECPKT:
+    return PCL_KOP_RECPKT;
+  case PCL_PLAN_OP_RECSPKT:
+    return PCL_KOP_RECSPKT;
+  case PCL_PLAN_OP_PIPELINE:
+    return PCL_KOP_PIPELINE;
+  case PCL_PLAN_OP_SEM_ACQUIRE:
+    return PCL_KOP_SEM_ACQUIRE;
+  case PCL_PLAN_OP_SEM_RELEASE:
+    return PCL_KOP_SEM_RELEASE;
+  default:
+    return -1;
+  }
+}
+
+static int is_reduce(int t) {
+  return t >= PCL_KOP_RE && t <= PCL_KOP_RECSPKT;
+}
+
+/* Operand i of side dst is a packet range (same table as the simulator's). */
+static int is_packet_operand(const pcl_plan_op_t *op, int dst, int i) {
+  switch (op->type) {
+  case PCL_PLAN_OP_CPKT:
+    return dst && i == 0;
+  case PCL_PLAN_OP_UPKT:
+    return !dst && i == 0;
+  case PCL_PLAN_OP_PPKT:
+    return dst || op->channel_type == PCL_PLAN_CHAN_PORT;
+  case PCL_PLAN_OP_RPPKT:
+    return 1;
+  case PCL_PLAN_OP_REPKT:
+    return !dst && i >= 1;
+  case PCL_PLAN_OP_RESPKT:
+  case PCL_PLAN_OP_RECPKT:
+  case PCL_PLAN_OP_RECSPKT:
+    return i >= 1;
+  default:
+    return 0;
+  }
+}
+
+/* Byte range of a ref: chunk math, then the op's thread-block-group slice. */
+static void ref_range(const pcl_plan_layout_t *l, const pcl_plan_op_t *op, const pcl_plan_ref_t *r,
+                      uint64_t *off, uint64_t *len) {
+  *off = pcl_plan_chunk_offset(l, r->type, r->index);
+  *len = pcl_plan_chunk_size(l, r->type, r->size);
+  if (op->tbg_size > 1) {
+    uint64_t so, sl;
+    pcl_plan_tbg_slice(*len, l->align, op->tbg_id, op->tbg_size, &so, &sl);
+    *off += so;
+    *len = sl;
+  }
+}
+
+static ncclResult_t build_block(const pcl_plan_t *plan, const pcl_plan_gpu_t *g,
+                                const pcl_plan_block_t *pb, const pcl_plan_layout_t *l,
+                                const pcl_exec_bind_t *bind, pcl_kblock_t *kb) {
+  int rslot_of[PCL_KABI_MAX_REMOTES];
+  int nrslot = 0;
+  if (pb->n_channels[PCL_PLAN_CHAN_MEMORY] > PCL_KABI_MAX_MEMCHANS ||
+      pb->n_channels[PCL_PLAN_CHAN_PORT] > PCL_KABI_MAX_PORTCHANS || pb->n_ops > PCL_KABI_MAX_OPS) {
+    PCL_WARN(PCL_LOG_EXEC, "plan %s: gpu %d block %d exceeds the kernel's limits", plan->name,
+             g->id, pb->id);
+    return ncclInvalidArgument;
+  }
+  kb->nmem = (uint8_t)pb->n_channels[PCL_PLAN_CHAN_MEMORY];
+  kb->nport = (uint8_t)pb->n_channels[PCL_PLAN_CHAN_PORT];
+  for (int i = 0; bind != NULL && i < kb->nmem; i++)
+    if (bind->mem)
+      kb->mem[i] = bind->mem[pb->channels[PCL_PLAN_CHAN_MEMORY][i]];
+  for (int i = 0; bind != NULL && i < kb->nport; i++)
+    if (bind->port)
+      kb->port[i] = bind->port[pb->channels[PCL_PLAN_CHAN_PORT][i]];
+  for (int i = 0; i < pb->n_ops; i++) {
+    const pcl_plan_op_t *po = &pb->ops[i];
+    pcl_kop_t *ko = &kb->ops[i];
+    int t = pcl_exec_kop_of(po->type);
+    if (t < 0) {
+      PCL_WARN(PCL_LOG_EXEC, "plan %s: op '%s' has no kernel handler", plan->name,
+               pcl_plan_op_name((pcl_plan_op_type_t)po->type));
+      return ncclInvalidArgument;
+    }
+    ko->type = (uint8_t)t;
+    ko->chan_type = po->channel_type == PCL_PLAN_CHAN_MEMORY ? PCL_KCHAN_MEMORY
+                    : po->channel_type == PCL_PLAN_CHAN_PORT ? PCL_KCHAN_PORT
+                                                             : PCL_KCHAN_NONE;
+    ko->redop = (po->reduce_op == PCL_PLAN_RED_NONE || po->reduce_op == PCL_PLAN_RED_AVG)
+                    ? PCL_KOP_REDOP_CALL
+                    : po->reduce_op;
+    if (t == PCL_KOP_BARRIER) {
+      ko->nids = 1;
+      ko->ids[0] = (uint8_t)po->barrier_id;
+      ko->nblocks = po->num_threadblocks;
+    } else if (t == PCL_KOP_SEM_ACQUIRE || t == PCL_KOP_SEM_RELEASE) {
+      ko->nids = po->n_sems;
+      for (int k = 0; k < po->n_sems; k++) {
+        if (po->sem_ids[k] >= PCL_KABI_MAX_SEMAPHORES)
+          return ncclInvalidArgument;
+        ko->ids[k] = (uint8_t)po->sem_ids[k];
+      }
+    } else {
+      ko->nids = po->n_channels;
+      for (int k = 0; k < po->n_channels; k++)
+        ko->ids[k] = (uint8_t)po->channels[k];
+    }
+    if (t == PCL_KOP_PIPELINE) {
+      uint64_t iters = pcl_plan_pipeline_iters(l, po);
+      if (iters > UINT32_MAX)
+        return ncclInvalidArgument;
+      ko->n_inner = po->n_inner;
+      ko->n_iter = (uint32_t)iters;
+      ko->unit = po->unit_size;
+      ko->scratch_wrap = plan->reuse_resources ? (uint32_t)l->chunk_bytes : 0;
+    }
+    ko->ref_first = kb->nrefs;
+    ko->nsrc = po->n_src;
+    ko->ndst = po->n_dst;
+    for (int k = 0; k < po->n_src + po->n_dst; k++) {
+      const pcl_plan_ref_t *r = k < po->n_src ? &po->src[k] : &po->dst[k - po->n_src];
+      if (kb->nrefs >= PCL_KABI_MAX_REFS) {
+        PCL_WARN(PCL_LOG_EXEC, "plan %s: gpu %d block %d has more than %d buffer refs", plan->name,
+                 g->id, pb->id, PCL_KABI_MAX_REFS);
+        return ncclInvalidArgument;
+      }
+      pcl_kref_t *kr = &kb->refs[kb->nrefs++];
+      uint64_t off, len;
+      ref_range(l, po, r, &off, &len);
+      if (off + len > UINT32_MAX)
+        return ncclInvalidArgument;
+      kr->offset = (uint32_t)off;
+      kr->size = (uint32_t)len;
+      if (r->kind == PCL_PLAN_REF_LOCAL) {
+        kr->kind = r->type;
+      } else if (r->kind == PCL_PLAN_REF_REMOTE) {
+        int s = 0;
+        while (s < nrslot && rslot_of[s] != r->rbuf)
+          s++;
+        if (s == nrslot) {
+          if (nrslot == PCL_KABI_MAX_REMOTES || r->rbuf < 0 || r->rbuf >= g->n_rbufs)
+            return ncclInvalidArgument;
+          rslot_of[nrslot++] = r->rbuf;
+          if (bind != NULL && bind->rbuf != NULL)
+            kb->remote[s] = bind->rbuf[r->rbuf];
+          kb->remote[s].kind = g->rbufs[r->rbuf].type;
+        }
+        kr->kind = PCL_KBUF_REMOTE;
+        kr->slot = (uint8_t)s;
+      } else {
+        PCL_WARN(PCL_LOG_EXEC, "plan %s: switch (NVLS) buffers are not supported", plan->name);
+        return ncclInvalidArgument;
+      }
+    }
+  }
+  kb->nops = (uint16_t)pb->n_ops;
+  kb->nremote = (uint8_t)nrslot;
+  return ncclSuccess;
+}
+
+ncclResult_t pcl_exec_build_blocks(const pcl_plan_t *plan, int rank, const pcl_plan_layout_t *l,
+                                   const pcl_exec_bind_t *bind, pcl_kblock_t *blocks) {
+  if (plan == NULL || rank < 0 || rank >= plan->n_gpus || blocks == NULL)
+    return ncclInvalidArgument;
+  const pcl_plan_gpu_t *g = &plan->gpus[rank];
+  memset(blocks, 0, sizeof(*blocks) * (size_t)plan->max_blocks);
+  for (int b = 0; b < g->n_blocks; b++) {
+    ncclResult_t res = build_block(plan, g, &g->blocks[b], l, bind, &blocks[b]);
+    if (res != ncclSuccess)
+      return res;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t pcl_exec_shape(const pcl_plan_t *plan, int rank, uint64_t in_bytes, uint64_t out_bytes,
+                            pcl_exec_shape_t *out) {
+  memset(out, 0, sizeof(*out));
+  for (int r = 0; r < plan->n_gpus; r++) {
+    pcl_plan_layout_t l;
+    ncclResult_t res = pcl_plan_layout(plan, r, in_bytes, out_bytes, &l);
+    if (res != ncclSuccess)
+      return res;
+    const pcl_plan_gpu_t *g = &plan->gpus[r];
+    for (int b = 0; b < g->n_blocks; b++) {
+      const pcl_plan_block_t *pb = &g->blocks[b];
+      uint64_t unit = 0;
+      for (int i = 0; i < pb->n_ops; i++) {
+        const pcl_plan_op_t *po = &pb->ops[i];
+        if (po->type == PCL_PLAN_OP_PIPELINE)
+          unit = po->unit_size;
+        else if (!po->in_pipeline)
+          unit = 0;
+        int t = pcl_exec_kop_of(po->type);
+        int red = t >= 0 && is_reduce(t);
+        if (po->channel_type == PCL_PLAN_CHAN_PORT)
+          out->has_port = 1;
+        out->has_reduce |= red;
+        for (int k = 0; k < po->n_src + po->n_dst; k++) {
+          const pcl_plan_ref_t *ref = k < po->n_src ? &po->src[k] : &po->dst[k - po->n_src];
+          int dst = k >= po->n_src, idx = dst ? k - po->n_src : k;
+          uint64_t off, len;
+          ref_range(&l, po, ref, &off, &len);
+          uint64_t bits = off | len | unit;
+          if (plan->reuse_resources && unit)
+            bits |= l.chunk_bytes;
+          if (is_packet_operand(po, dst, idx)) {
+            out->pkt_or |= bits;
+            if (red)
+              out->has_pkt_reduce = 1;
+          }
+          if (red)
+            out->red_or |= bits;
+          if (ref->kind == PCL_PLAN_REF_REMOTE && ref->type != PCL_PLAN_BUF_SCRATCH)
+            out->remote_io = 1;
+        }
+      }
+    }
+    if (l.scratch_half_bytes > out->scratch_half)
+      out->scratch_half = l.scratch_half_bytes;
+  }
+  return ncclSuccess;
+}

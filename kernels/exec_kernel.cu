@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: MIT
+ * The plan interpreter: one kernel per dtype (instantiated from types.def; the reduction op and
+ * the packet type are runtime switches), its launch table, eager loading of every variant, and
+ * the in-kernel flag protocol that keeps CUDA graph replays and plan switches in lock-step. */
+#include <stdint.h>
+#include "kernels.h"
+#include "exec_ops.cuh"
+extern "C" {
+#include "log.h"
+}
+
+/* Copies this block's program into shared memory, runs its ops, then advances the
+ * communicator's flag once the last block of the grid is done (protocol in kernel_abi.h). */
+template <typename T> __global__ void __launch_bounds__(1024, 1) pcl_kexec(pcl_kargs_t a) {
+  extern __shared__ uint4 pcl_ksmem[];
+  __shared__ pcl_kctx_t ctx;
+  __shared__ uint64_t flag64;
+  {
+    const uint4 *g = (const uint4 *)&a.blocks[blockIdx.x];
+    for (uint32_t i = threadIdx.x; i < sizeof(pcl_kblock_t) / 16; i += blockDim.x)
+      pcl_ksmem[i] = g[i];
+  }
+  if (threadIdx.x == 0) {
+    flag64 = *(volatile uint64_t *)&a.state->flag + 1;
+    uint32_t flag = (uint32_t)flag64;
+    ctx.b = (const pcl_kblock_t *)pcl_ksmem;
+    ctx.odd = flag & 1u;
+    ctx.base[PCL_KBUF_INPUT] = (char *)(uintptr_t)a.in;
+    ctx.base[PCL_KBUF_OUTPUT] = (char *)(uintptr_t)a.out;
+    ctx.base[PCL_KBUF_SCRATCH] = (char *)(uintptr_t)a.scratch + (ctx.odd ? a.scratch_half : 0);
+    ctx.scratch_odd = a.scratch_half;
+    ctx.state = a.state;
+    ctx.sems = a.sems;
+    ctx.flag = flag;
+    ctx.nranks = a.nranks;
+    ctx.redop = a.redop;
+    ctx.pkt = a.pkt;
+  }
+  __syncthreads();
+  pcl_kwatch_t w;
+  pcl_kwatch_init(&w, &a);
+  const pcl_kctx_t *c = &ctx;
+  const int nops = c->b->nops;
+  for (int i = 0; i < nops;) {
+    const pcl_kop_t *op = &c->b->ops[i];
+    if (op->type == PCL_KOP_PIPELINE) {
+      pcl_kiter_t it;
+      it.unit = op->unit;
+      it.wrap = op->scratch_wrap;
+      for (uint32_t k = 0; k < op->n_iter; k++) {
+        it.off = k * op->unit;
+        for (int j = 1; j <= op->n_inner; j++)
+          pcl_kop_exec<T>(c, &c->b->ops[i + j], it, &w);
+      }
+      i += 1 + op->n_inner;
+    } else {
+      pcl_kiter_t it = {0, 0, 0};
+      pcl_kop_exec<T>(c, op, it, &w);
+      i++;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(&a.state->done, 1u) == gridDim.x - 1) {
+      /* Last block: every block already read the flag. */
+      a.state->done = 0;
+      *(volatile uint64_t *)&a.state->flag = flag64;
+      __threadfence();
+    }
+  }
+}
+
+/* avg, the simulator's definition: after the plan ran with sum, the rank's result region is
+ * scaled by 1/n (floats, in their compute type) or divided by n (integers, truncating). */
+template <typename T> __global__ void pcl_kavg(char *buf, uint64_t count, uint32_t n) {
+  T *p = (T *)buf;
+  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < count;
+       i += (uint64_t)gridDim.x * blockDim.x)
+    p[i] = pcl_kavg_final<T>(p[i], n);
+}
+
+typedef void (*pcl_kfn_t)(pcl_kargs_t);
+typedef void (*pcl_kavg_fn_t)(char *, uint64_t, uint32_t);
+
+static const struct {
+  int dtype;
+  size_t bytes;
+  pcl_kfn_t fn;
+  pcl_kavg_fn_t avg;
+} pcl_ktable[] = {
+#define PCL_KDTYPE(suffix, nccl, ctype, nbytes) {nccl, nbytes, pcl_kexec<ctype>, pcl_kavg<ctype>},
+#include "types.def"
+#undef PCL_KDTYPE
+};
+#define PCL_KTABLE_N (sizeof(pcl_ktable) / sizeof(pcl_ktable[0]))
+
+static int kindex(ncclDataType_t dtype) {
+  for (size_t i = 0; i < PCL_KTABLE_N; i++)
+    if (pcl_ktable[i].dtype == (int)dtype)
+      return (int)i;
+  return -1;
+}
+
+extern "C" int pcl_kernels_dtype_supported(ncclDataType_t dtype) {
+  return kindex(dtype) >= 0;
+}
+
+extern "C" int pcl_kernels_redop_supported(ncclDataType_t dtype, ncclRedOp_t op) {
+  if (kindex(dtype) < 0)
+    return 0;
+  switch ((int)op) {
+#define PCL_KREDOP(suffix, nccl) case nccl:
+#include "types.def"
+#undef PCL_KREDOP
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+extern "C" int pcl_kernels_pkt_reduce_supported(ncclDataType_t dtype, pcl_kpkt_t pkt) {
+  int i = kindex(dtype);
+  if (i < 0)
+    return 0;
+  size_t payload = 0;
+#define PCL_KPKT(suffix, value, pkt_bytes, payload_bytes)                                          \
+  if (pkt == value)                                                                                \
+    payload = payload_bytes;
+#include "types.def"
+#undef PCL_KPKT
+  return payload != 0 && payload % pcl_ktable[i].bytes == 0;
+}
+
+extern "C" size_t pcl_kernels_dtype_bytes(ncclDataType_t dtype) {
+  int i = kindex(dtype);
+  return i < 0 ? 0 : pcl_ktable[i].bytes;
+}
+
+extern "C" size_t pcl_kernels_smem_bytes(void) {
+  return sizeof(pcl_kblock_t);
+}
+
+extern "C" ncclResult_t pcl_kernels_load_all(void) {
+  for (size_t i = 0; i < PCL_KTABLE_N; i++) {
+    struct cudaFuncAttributes attr;
+    cudaError_t e = cudaFuncGetAttributes(&attr, (const void *)pcl_ktable[i].fn);
+    struct cudaFuncAttributes attr_avg;
+    if (e == cudaSuccess)
+      e = cudaFuncGetAttributes(&attr_avg, (const void *)pcl_ktable[i].avg);
+    if (e == cudaSuccess)
+      e = cudaFuncSetAttribute((const void *)pcl_ktable[i].fn,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)sizeof(pcl_kblock_t));
+    if (e != cudaSuccess) {
+      PCL_WARN(PCL_LOG_EXEC, "loading the interpreter kernel for dtype %d failed: %s",
+               pcl_ktable[i].dtype, cudaGetErrorString(e));
+      return ncclUnhandledCudaError;
+    }
+    if (attr.maxThreadsPerBlock < 1024)
+      PCL_INFO(PCL_LOG_EXEC, "interpreter for dtype %d: at most %d threads per block",
+               pcl_ktable[i].dtype, attr.maxThreadsPerBlock);
+  }
+  return ncclSuccess;
+}
+
+extern "C" ncclResult_t pcl_kernels_launch(ncclDataType_t dtype, const pcl_kargs_t *args,
+                                           int nblocks, int nthreads, cudaStream_t stream) {
+  int i = kindex(dtype);
+  if (i < 0 || nblocks <= 0 || nblocks > PCL_KABI_MAX_BLOCKS || nthreads <= 0 || nthreads > 1024) {
+    PCL_WARN(PCL_LOG_EXEC, "bad launch: dtype %d, %d blocks of %d threads", (int)dtype, nblocks,
+             nthreads);
+    return ncclInvalidArgument;
+  }
+  void *params[1] = {(void *)args};
+  cudaError_t e = cudaLaunchKernel((const void *)pcl_ktable[i].fn, dim3(nblocks), dim3(nthreads),
+                                   params, sizeof(pcl_kblock_t), stream);
+  if (e != cudaSuccess) {
+    PCL_WARN(PCL_LOG_EXEC, "interpreter launch failed: %s", cudaGetErrorString(e));
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+
+extern "C" ncclResult_t pcl_kernels_launch_avg(ncclDataType_t dtype, void *buf, uint64_t bytes,
+                                               int nranks, cudaStream_t stream) {
+  int i = kindex(dtype);
+  if (i < 0 || nranks <= 0 || bytes % pcl_ktable[i].bytes != 0) {
+    PCL_WARN(PCL_LOG_EXEC, "bad avg launch: dtype %d, %llu bytes, %d ranks", (int)dtype,
+             (unsigned long long)bytes, nranks);
+    return ncclInvalidArgument;
+  }
+  uint64_t count = bytes / pcl_ktable[i].bytes;
+  if (count == 0)
+    return ncclSuccess;
+  uint64_t blocks = (count + 511) / 512;
+  if (blocks > 1024)
+    blocks = 1024;
+  void *params[3] = {(void *)&buf, (void *)&count, (void *)&nranks};
+  cudaError_t e = cudaLaunchKernel((const void *)pcl_ktable[i].avg, dim3((unsigned)blocks),
+                                   dim3(512), params, 0, stream);
+  if (e != cudaSuccess) {
+    PCL_WARN(PCL_LOG_EXEC, "avg launch failed: %s", cudaGetErrorString(e));
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}

@@ -1,0 +1,265 @@
+/* SPDX-License-Identifier: MIT
+ * The host<->device ABI of the plan interpreter: plain fixed-width C structs compiled by both gcc
+ * and nvcc. The host (executor/exec*.c) fills them, copies them to device memory once per
+ * (plan, communicator, message shape), and the kernels (kernels/, CUDA) read them. */
+#ifndef PCL_KERNEL_ABI_H
+#define PCL_KERNEL_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "fifo.h" /* transport/: pcl_fifo_device_t, the port-channel trigger FIFO */
+
+#ifdef __cplusplus
+#define PCL_KABI_ASSERT(c, m) static_assert(c, m)
+extern "C" {
+#else
+#define PCL_KABI_ASSERT(c, m) _Static_assert(c, m)
+#endif
+#define PCL_KABI_ALIGN(n) __attribute__((aligned(n)))
+
+/* ---- limits (the plan validator refuses plans beyond them) ---- */
+#define PCL_KABI_MAX_OPS 64         /* ops per block, pipeline inner ops included */
+#define PCL_KABI_MAX_REFS 256       /* buffer refs per block (all ops' srcs and dsts) */
+#define PCL_KABI_MAX_MEMCHANS 16    /* memory-channel slots per block */
+#define PCL_KABI_MAX_PORTCHANS 16   /* port-channel slots per block */
+#define PCL_KABI_MAX_REMOTES 16     /* remote-buffer slots per block */
+#define PCL_KABI_MAX_OP_IDS 16      /* channel slots / semaphore ids of one op */
+#define PCL_KABI_MAX_BARRIERS 16    /* grid barrier ids per plan */
+#define PCL_KABI_MAX_SEMAPHORES 256 /* intra-GPU device semaphores per plan */
+#define PCL_KABI_MAX_BLOCKS                                                                        \
+  1024 /* blocks per plan (grid barriers need co-residency: the                                    \
+        * validator also checks the device's SM count) */
+
+/* ---- LL packets ----
+ * LL16: one 16-byte store of {data1, flag, data2, flag}. A reader accepts it only when both
+ * flags equal the expected flag; this relies on each 8-byte half {data, flag} being written
+ * atomically (NVLink/PCIe 8-byte write atomicity), never on 16-byte atomicity. Payload 8 bytes.
+ * LL8: one 8-byte store of {data, flag}; relies on 8-byte atomicity. Payload 4 bytes.
+ * Both use half of the packet for flags, so a packet region is 2x the payload it carries.
+ * The flag is the call's 32-bit flag (never 0: scratch starts zeroed and flags start at 1). */
+typedef struct PCL_KABI_ALIGN(16) {
+  uint32_t data1;
+  uint32_t flag1;
+  uint32_t data2;
+  uint32_t flag2;
+} pcl_ll16_packet_t;
+
+typedef struct PCL_KABI_ALIGN(8) {
+  uint32_t data;
+  uint32_t flag;
+} pcl_ll8_packet_t;
+
+PCL_KABI_ASSERT(sizeof(pcl_ll16_packet_t) == 16, "LL16 packet is 16 bytes");
+PCL_KABI_ASSERT(offsetof(pcl_ll16_packet_t, flag1) == 4, "LL16 flag1 after data1");
+PCL_KABI_ASSERT(offsetof(pcl_ll16_packet_t, flag2) == 12, "LL16 flag2 after data2");
+PCL_KABI_ASSERT(sizeof(pcl_ll8_packet_t) == 8, "LL8 packet is 8 bytes");
+
+typedef enum { PCL_KPKT_LL16 = 0, PCL_KPKT_LL8 = 1, PCL_KPKT_COUNT = 2 } pcl_kpkt_t;
+
+/* Packet space = 2 x payload space for both packet types: a packet op at payload byte offset o
+ * touches packet bytes [2o, 2o + 2size) of its scratch buffer. */
+#define PCL_KABI_PKT_RATIO 2
+
+/* ---- buffers ---- */
+typedef enum {
+  PCL_KBUF_INPUT = 0,   /* user input: base pointer is a kernel argument */
+  PCL_KBUF_OUTPUT = 1,  /* user output: base pointer is a kernel argument */
+  PCL_KBUF_SCRATCH = 2, /* communicator scratch (+ this plan's double-buffer half) */
+  PCL_KBUF_REMOTE = 3,  /* a remote buffer: pcl_kref_t.slot indexes pcl_kblock_t.remote[] */
+  PCL_KBUF_COUNT = 4
+} pcl_kbuf_t;
+
+/* One buffer range of an op, in payload bytes, with thread-block-group slicing already applied
+ * by the host. Pipelined ops are split further on the device (see pcl_kop_t). */
+typedef struct {
+  uint32_t offset; /* bytes from the buffer base (packet ops double it for packet buffers) */
+  uint32_t size;   /* bytes */
+  uint8_t kind;    /* pcl_kbuf_t */
+  uint8_t slot;    /* PCL_KBUF_REMOTE: index into pcl_kblock_t.remote[] */
+  uint16_t reserved;
+} pcl_kref_t;
+PCL_KABI_ASSERT(sizeof(pcl_kref_t) == 12, "ref layout");
+
+/* A remote buffer as one block sees it. Memory access: `ptr` is the peer-mapped base address of
+ * the peer's buffer (peer scratch always; peer input/output only for registered user buffers).
+ * Port access: `mem_id` names the buffer in the proxy's registered-memory table. */
+typedef struct {
+  uint64_t ptr;      /* device address (as integer), 0 when not memory-accessible */
+  uint64_t odd_half; /* bytes added on odd flags: the PEER's scratch half of this plan when the
+                        plan double-buffers its scratch (peers may size scratch differently),
+                        else 0. Applies to ptr and to port offsets alike. */
+  uint32_t mem_id;   /* proxy memory id, PCL_KABI_NO_MEM when not port-accessible */
+  uint8_t kind;      /* the peer's pcl_kbuf_t (INPUT/OUTPUT/SCRATCH) */
+  uint8_t reserved[3];
+} pcl_kremote_t;
+PCL_KABI_ASSERT(sizeof(pcl_kremote_t) == 24, "remote layout");
+#define PCL_KABI_NO_MEM 0xffffffffu
+
+/* ---- channels ---- */
+
+/* Memory channel (GPU threads touch peer memory directly) with its device-to-device semaphore.
+ * Ordering: signal = one thread does a release, system-scope atomic add of 1 to *remote_inbound
+ * (after the block's stores, ordered by a preceding __syncthreads/nop in the plan);
+ * relaxed signal uses a relaxed add. wait = one thread increments *local_expected (only this
+ * channel's one waiter touches it) and spins on an acquire load until *local_inbound >= it.
+ * Counters are monotonic and never reset; plans pair signals and waits per channel. */
+typedef struct {
+  uint64_t remote_inbound; /* uint64_t*: the peer's inbound token for this channel (peer-mapped) */
+  uint64_t local_inbound;  /* uint64_t*: my inbound token, incremented by the peer */
+  uint64_t local_expected; /* uint64_t*: my expected count (device memory) */
+  uint64_t remote_base[3]; /* peer's INPUT, OUTPUT, SCRATCH bases, 0 when not mapped */
+} pcl_kmemchan_t;
+PCL_KABI_ASSERT(sizeof(pcl_kmemchan_t) == 48, "memchan layout");
+
+/* Port channel (one GPU thread posts triggers to the host proxy). Data triggers name memories by
+ * id: local input/output/scratch registered with the proxy are src_mem[kind]; the destination
+ * comes from the op's remote ref (pcl_kremote_t.mem_id). Flag triggers increment the peer's
+ * inbound token for channel `chan_id`; the proxy writes it after the preceding data of the same
+ * channel is complete. wait: like the memory channel, on a token the proxy (host) updates. */
+typedef struct {
+  pcl_fifo_device_t fifo;  /* 48 bytes, transport/fifo.h */
+  uint64_t local_inbound;  /* uint64_t*: token the proxy increments on the peer's signal */
+  uint64_t local_expected; /* uint64_t*: my expected count (device memory) */
+  uint32_t src_mem[3];     /* proxy memory ids of my INPUT, OUTPUT, SCRATCH (PCL_KABI_NO_MEM) */
+  uint32_t chan_id;        /* proxy channel (= semaphore) id, 10 bits */
+} pcl_kportchan_t;
+PCL_KABI_ASSERT(sizeof(pcl_kportchan_t) == 80, "portchan layout");
+
+/* ---- ops ---- */
+typedef enum {
+  PCL_KOP_NOP = 0,
+  PCL_KOP_BARRIER,
+  PCL_KOP_SIGNAL,
+  PCL_KOP_RLXSIGNAL,
+  PCL_KOP_WAIT,
+  PCL_KOP_RLXWAIT,
+  PCL_KOP_FLUSH,
+  PCL_KOP_PUT,
+  PCL_KOP_PWS,
+  PCL_KOP_PWSF,
+  PCL_KOP_GET,
+  PCL_KOP_COPY,
+  PCL_KOP_CPKT,
+  PCL_KOP_UPKT,
+  PCL_KOP_PPKT,
+  PCL_KOP_RPPKT,
+  PCL_KOP_RE,
+  PCL_KOP_RES,
+  PCL_KOP_RRE,
+  PCL_KOP_RRES,
+  PCL_KOP_REPKT,
+  PCL_KOP_RESPKT,
+  PCL_KOP_RECPKT,
+  PCL_KOP_RECSPKT,
+  PCL_KOP_PIPELINE,
+  PCL_KOP_SEM_ACQUIRE,
+  PCL_KOP_SEM_RELEASE,
+  PCL_KOP_COUNT
+} pcl_kop_type_t;
+
+typedef enum { PCL_KCHAN_NONE = 0, PCL_KCHAN_MEMORY = 1, PCL_KCHAN_PORT = 2 } pcl_kchan_t;
+
+/* pcl_kop_t.flags: none defined yet (zero). */
+
+/* One op. Its refs are refs[ref_first .. ref_first + nsrc) (sources) followed by ndst
+ * destinations. ids[] holds local channel slots (signal/wait/flush/put...), semaphore ids
+ * (sem_*), or ids[0] = barrier id (barrier, with nblocks).
+ * Pipeline: the next n_inner ops of the block are run n_iter times; in iteration i every ref of
+ * an inner op covers [offset + i*unit, offset + min(size, (i+1)*unit)); a scratch ref's offset
+ * inside the iteration wraps modulo scratch_wrap when it is nonzero (reuse_resources plans). */
+typedef struct PCL_KABI_ALIGN(8) {
+  uint8_t type;      /* pcl_kop_type_t */
+  uint8_t chan_type; /* pcl_kchan_t */
+  uint8_t nsrc;
+  uint8_t ndst;
+  uint8_t nids;
+  uint8_t flags; /* zero */
+  uint16_t ref_first;
+  uint16_t n_inner;      /* pipeline */
+  uint16_t nblocks;      /* barrier: blocks taking part */
+  uint32_t n_iter;       /* pipeline */
+  uint32_t unit;         /* pipeline: bytes per iteration */
+  uint32_t scratch_wrap; /* pipeline: bytes, 0 = none */
+  uint8_t ids[PCL_KABI_MAX_OP_IDS];
+  uint8_t redop; /* reduce ops: the plan's ncclRedOp_t, PCL_KOP_REDOP_CALL = the call's op
+                    (avg always reduces as sum; the host scales the result afterwards) */
+  uint8_t reserved[3];
+} pcl_kop_t;
+#define PCL_KOP_REDOP_CALL 0xffu
+PCL_KABI_ASSERT(sizeof(pcl_kop_t) == 48, "op layout");
+
+/* ---- the per-block program ----
+ * Copied whole into dynamic shared memory by every block at kernel start (16-byte loads), so its
+ * size is a multiple of 16 and stays well under the 48 KiB default limit. */
+typedef struct PCL_KABI_ALIGN(16) {
+  uint16_t nops;
+  uint16_t nrefs;
+  uint8_t nmem;
+  uint8_t nport;
+  uint8_t nremote;
+  uint8_t reserved0;
+  uint64_t reserved1;
+  pcl_kmemchan_t mem[PCL_KABI_MAX_MEMCHANS];
+  pcl_kportchan_t port[PCL_KABI_MAX_PORTCHANS];
+  pcl_kremote_t remote[PCL_KABI_MAX_REMOTES];
+  pcl_kop_t ops[PCL_KABI_MAX_OPS];
+  pcl_kref_t refs[PCL_KABI_MAX_REFS];
+} pcl_kblock_t;
+PCL_KABI_ASSERT(sizeof(pcl_kblock_t) % 16 == 0, "block program copied with 16-byte loads");
+PCL_KABI_ASSERT(sizeof(pcl_kblock_t) <= 16 * 1024, "block program fits the shared budget");
+
+/* ---- per-communicator device state (device memory, zeroed at creation) ----
+ * Flag protocol (graph-safe, lock-step across ranks): every block of a call reads
+ * flag = state->flag + 1 at its start. At its end each block does __syncthreads, then thread 0
+ * does __threadfence and atomicAdd(&done, 1); the block that sees nblocks-1 (the last one, so
+ * every block already read the flag) resets done to 0 and stores state->flag = flag. Kernels of
+ * one communicator are stream-ordered, so the next call reads flag + 1. Nothing on the host
+ * touches the flag after creation, so CUDA graph replays advance it exactly like eager calls.
+ * Barrier protocol (barrier[id], any block count): g = gen (volatile); if
+ * atomicAdd(&arrived, 1) == n-1 { arrived = 0; threadfence; gen = g + 1 } else spin while gen == g.
+ * The generation cannot advance before this block arrives, so reading g first is safe. */
+typedef struct {
+  uint32_t arrived;
+  uint32_t gen;
+} pcl_kbarrier_t;
+
+typedef struct PCL_KABI_ALIGN(16) {
+  uint64_t flag; /* flag of the last completed call; 0 before the first */
+  uint32_t done; /* blocks of the running call that finished */
+  uint32_t reserved0;
+  pcl_kbarrier_t barrier[PCL_KABI_MAX_BARRIERS];
+} pcl_kstate_t;
+PCL_KABI_ASSERT(sizeof(pcl_kstate_t) == 16 + 8 * PCL_KABI_MAX_BARRIERS, "state layout");
+
+/* Kernel-side errors, written once (first error wins, atomicCAS from 0) to *error, which lives in
+ * pinned host memory mapped into the device so the host reads it without synchronising. */
+#define PCL_KERR_NONE 0u
+#define PCL_KERR_TIMEOUT 1u /* a spin exceeded timeout_ns */
+#define PCL_KERR_ABORT 2u   /* *abort_flag became nonzero */
+#define PCL_KERR_FIFO 3u    /* a port-channel push gave up */
+
+/* Kernel arguments, passed by value. User buffers are arguments (not baked into the program),
+ * so one device program serves every buffer pair of the same shape. */
+typedef struct PCL_KABI_ALIGN(16) {
+  const pcl_kblock_t *blocks; /* gridDim.x programs */
+  pcl_kstate_t *state;
+  int32_t *sems;                       /* this program's device semaphores (counting) */
+  const volatile uint32_t *abort_flag; /* host-mapped; nonzero = give up */
+  uint32_t *error;                     /* host-mapped PCL_KERR_* word */
+  uint64_t in;                         /* user input base (device address) */
+  uint64_t out;                        /* user output base */
+  uint64_t scratch;                    /* scratch base of this plan (first half) */
+  uint64_t scratch_half;               /* bytes to add on odd flags (double scratch), else 0 */
+  uint64_t timeout_ns;                 /* 0 = spin forever (still polling abort) */
+  uint32_t nranks;                     /* ranks (informational; avg is scaled by a second kernel) */
+  uint8_t pkt;                         /* pcl_kpkt_t */
+  uint8_t redop;                       /* pcl_kredop_t (kernels.h) */
+  uint8_t reserved[10];
+} pcl_kargs_t;
+PCL_KABI_ASSERT(sizeof(pcl_kargs_t) == 96, "kernel args layout");
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

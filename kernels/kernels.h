@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT
+ * Host API of the plan-interpreter kernels (kernels/exec_kernel.cu): which dtypes, reduction ops
+ * and packet types they support, loading every variant eagerly, and the launch. */
+#ifndef PCL_KERNELS_H
+#define PCL_KERNELS_H
+
+#include <stddef.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include "kernel_abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 when a kernel exists for the dtype (all twelve NCCL 2.28 types). */
+int pcl_kernels_dtype_supported(ncclDataType_t dtype);
+
+/* 1 when (dtype, op) can be reduced: sum, prod, min, max, avg for every dtype. */
+int pcl_kernels_redop_supported(ncclDataType_t dtype, ncclRedOp_t op);
+
+/* 1 when reduce-over-packets works for (dtype, packet type): a packet's payload must hold whole
+ * elements, so LL8 (4-byte payload) cannot reduce 8-byte dtypes. Packet copies (no reduction)
+ * work for every dtype. */
+int pcl_kernels_pkt_reduce_supported(ncclDataType_t dtype, pcl_kpkt_t pkt);
+
+/* Element size in bytes, 0 for an unknown dtype. */
+size_t pcl_kernels_dtype_bytes(ncclDataType_t dtype);
+
+/* Dynamic shared memory one block needs (its pcl_kblock_t). */
+size_t pcl_kernels_smem_bytes(void);
+
+/* Loads every kernel variant on the CURRENT device (cudaFuncGetAttributes + the dynamic shared
+ * memory attribute), so no lazy module load happens while a collective kernel spins on the same
+ * device. Call once per device at communicator init; cheap on later calls. */
+ncclResult_t pcl_kernels_load_all(void);
+
+/* Launches the interpreter for `dtype` with nblocks x nthreads on `stream` (capture-safe: a plain
+ * kernel launch). ncclInvalidArgument for an unsupported dtype or shape. */
+ncclResult_t pcl_kernels_launch(ncclDataType_t dtype, const pcl_kargs_t *args, int nblocks,
+                                int nthreads, cudaStream_t stream);
+
+/* avg (the simulator's definition): after the plan ran with sum, scale the rank's result region
+ * [buf, buf + bytes) by 1/nranks (floats) or divide it by nranks (integers, truncating). */
+ncclResult_t pcl_kernels_launch_avg(ncclDataType_t dtype, void *buf, uint64_t bytes, int nranks,
+                                    cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

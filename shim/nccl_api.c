@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: MIT
+ * Exported collectives and point-to-point calls: check the arguments (DESIGN.md, "the path of one
+ * call", step 1), build one request, hand it to pcl_dispatch. A bad argument is refused here with
+ * a WARN saying why, before anything reaches the real NCCL. */
+#include "comm.h"
+#include "dispatch.h"
+#include "log.h"
+#include "pcl_check.h"
+#include "shim_int.h"
+
+/* Which buffers a collective needs, and whether it takes a reduction op / root / peer. */
+enum { NEED_SEND = 1, NEED_RECV = 2, SEND_ON_ROOT = 4, RECV_ON_ROOT = 8, HAS_OP = 16,
+       HAS_ROOT = 32, HAS_PEER = 64 };
+
+static const unsigned coll_flags[PCL_COLL_COUNT] = {
+    [PCL_COLL_ALLREDUCE] = NEED_SEND | NEED_RECV | HAS_OP,
+    [PCL_COLL_BROADCAST] = SEND_ON_ROOT | NEED_RECV | HAS_ROOT,
+    [PCL_COLL_REDUCE] = NEED_SEND | RECV_ON_ROOT | HAS_OP | HAS_ROOT,
+    [PCL_COLL_ALLGATHER] = NEED_SEND | NEED_RECV,
+    [PCL_COLL_REDUCESCATTER] = NEED_SEND | NEED_RECV | HAS_OP,
+    [PCL_COLL_ALLTOALL] = NEED_SEND | NEED_RECV,
+    [PCL_COLL_GATHER] = NEED_SEND | RECV_ON_ROOT | HAS_ROOT,
+    [PCL_COLL_SCATTER] = SEND_ON_ROOT | NEED_RECV | HAS_ROOT,
+    [PCL_COLL_SEND] = NEED_SEND | HAS_PEER,
+    [PCL_COLL_RECV] = NEED_RECV | HAS_PEER,
+};
+
+static ncclResult_t check_args(const char *fn, struct pcl_coll_args *a) {
+  unsigned f = coll_flags[a->coll];
+  if ((int)a->dtype < 0 || (int)a->dtype >= (int)ncclNumTypes) {
+    PCL_WARN(PCL_LOG_SHIM, "%s: invalid data type %d", fn, (int)a->dtype);
+    return ncclInvalidArgument;
+  }
+  if (f & HAS_OP) {
+    int ok = (int)a->op >= 0 && (int)a->op < (int)ncclNumOps;
+    /* A dynamic op is valid only on the comm it was created on; a bare real comm (the real
+     * library calling itself) is left to the real library's own check. */
+    if (!ok && (int)a->op >= (int)ncclNumOps)
+      ok = a->comm == NULL || pcl_comm_premul_known(a->comm, a->op);
+    if (!ok) {
+      PCL_WARN(PCL_LOG_SHIM, "%s: invalid reduction operation %d (neither built in nor a PreMulSum "
+               "op created on this communicator)", fn, (int)a->op);
+      return ncclInvalidArgument;
+    }
+  }
+  int rank = -1, nranks = -1;
+  if (a->comm != NULL && (f & (HAS_ROOT | HAS_PEER | SEND_ON_ROOT | RECV_ON_ROOT))) {
+    pcl_comm_learn_ranks(a->comm);
+    rank = a->comm->rank;
+    nranks = a->comm->nranks;
+  }
+  if ((f & (HAS_ROOT | HAS_PEER)) && (a->root < 0 || (nranks > 0 && a->root >= nranks))) {
+    PCL_WARN(PCL_LOG_SHIM, "%s: invalid %s %d (communicator has %d ranks)", fn,
+             (f & HAS_PEER) ? "peer" : "root", a->root, nranks);
+    return ncclInvalidArgument;
+  }
+  if (a->count > 0) {
+    int is_root = rank >= 0 && rank == a->root;
+    int need_send = (f & NEED_SEND) || ((f & SEND_ON_ROOT) && is_root);
+    int need_recv = (f & NEED_RECV) || ((f & RECV_ON_ROOT) && is_root);
+    if ((need_send && a->sendbuff == NULL) || (need_recv && a->recvbuff == NULL)) {
+      PCL_WARN(PCL_LOG_SHIM, "%s: %s buffer is NULL with count %zu", fn,
+               need_send && a->sendbuff == NULL ? "send" : "receive", a->count);
+      return ncclInvalidArgument;
+    }
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t run(const char *fn, ncclComm_t comm, struct pcl_coll_args *a,
+                        const void *caller) {
+  if (pcl_fallback_fns() == NULL) return pcl_fallback_none(fn);
+  PCL_CHECK(pcl_comm_lookup_real(fn, comm, caller, &a->comm, &a->real));
+  PCL_CHECK(check_args(fn, a));
+  return pcl_dispatch(a);
+}
+
+PCL_API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                   ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                   cudaStream_t stream) {
+  struct pcl_coll_args a = {.coll = PCL_COLL_ALLREDUCE, .sendbuff = sendbuff, .recvbuff = recvbuff,
+                            .count = count, .dtype = datatype, .op = op, .root = -1,
+                            .stream = stream};
+  return run("ncclAllReduce", comm, &a, PCL_CALLER);
+}
+PCL_ALIAS(ncclAllReduce)
+
+PCL_API ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                                   ncclDataType_t datatype, int root, ncclComm_t comm,
+                                   cudaStream_t stream) {
+  struct pcl_coll_args a = {.coll = PCL_COLL_BROADCAST, .sendbuff = sendbuff, .recvbuff = recvbuff,
+                            .count = count, .dtype = datatype, .root = root, .stream = stream};
+  return run("ncclBroadcast", comm, &a, PCL_CALLER);
+}
+PCL_ALIAS(ncclBroadcast)
+
+PCL_API ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
+                               ncclComm_t comm, cudaStream_t stream) {
+  struct pcl_coll_args a = {.coll = PCL_COLL_BROADCAST, .legacy_bcast = 1, .sendbuff = buff,
+                            .recvbuff = buff, .count = count, .dtype = datatype, .root = root,
+                            .stream = stream};
+  return run("ncclBcast", comm, &a, PCL_CALLER);
+}
+PCL_ALIAS(ncclBcast)
+
+PCL_API ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                                cudaStream_t stream) {
+  struct pcl_coll_args a = {.coll = PCL_COLL_REDUCE, .sendbuff = sendbuff, .recvbuff = recvbuff,
+                            .count = count, .dtype = datatype, .op = op, .root = root,
+                            .stream = stream};
+  return run("ncclReduce", comm, &a, PCL_CALLER);
+}
+PCL_ALIAS(ncclReduce)
+
+PCL_API ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                                   ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  struct pcl_coll_args a = {.coll = PCL_COLL_ALLGATHER, .sendbuff = sendbuff, .recvbuff = recvbuff,
+                            .count = sendcount, .dtype = datatype, .root = -1, .stream = stream};
+  return run("ncclAllGather", comm, &a, PCL_CALLER);
+}
+PCL_ALIAS(ncclAllGather)
+
+PCL_API ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                       ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                       cudaStream_t stream) {
+  struct pcl_coll_args a = {.coll = PCL_COLL_REDUCESCATTER, .sendbuff = sendbuff,
+                            .recvbuff = recvbuff, .count = recvcount, .dtype = datatype, .op = op,
+                            .root = -1, .stream = stream};
+  return run("ncclReduceScatter", comm, &a, PCL_CALLER);
+}
+PCL_ALIAS(ncclReduceScatter)
+
+PCL_API ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                                  ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  struct pcl_coll_args a = {.coll = PCL_COLL_ALLTOALL, .sendbuff = sendbuff, .recvbuff = recvbuff,
+                            .count = count, .dtype = datatype, .root = -1, .stream = stream};
+  return run("ncclAlltoAll", comm, &a, PCL_CALLER);
+}
+PCL_ALIAS(ncclAlltoAll)
+
+PCL_API ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
+                                ncclDataType_t datatype, int root, ncclComm_t comm,
+                                cudaStream_t stream) {
+  struct pcl_coll_args a = {.coll = PCL_COLL_GATHER, .sendbuff = sendbuff, .recvbuff = recvbuff,
+                            .count = count, .dtype = datatype, .root = root, .stream = stream};
+  return run("ncclGather", comm, &a, PCL_CALLER);
+}
+PCL_ALIAS(ncclGather)
+
+PCL_API ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
+                                 ncclDataType_t datatype, int root, ncclComm_t comm,
+                                 cudaStream_t stream) {
+  struct pcl_coll_args a = {.coll = PCL_COLL_SCATTER, .sendbuff = sendbuff, .recvbuff = recvbuff,
+                            .count = count, .dtype = datatype, .root = root, .stream = stream};
+  return run("ncclScatter", comm, &a, PCL_CALLER);
+}
+PCL_ALIAS(ncclScatter)
+
+PCL_API ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype,
+                              int peer, ncclComm_t comm, cudaStream_t stream) {
+  struct pcl_coll_args a = {.coll = PCL_COLL_SEND, .sendbuff = sendbuff, .count = count,
+                            .dtype = datatype, .root = peer, .stream = stream};
+  return run("ncclSend", comm, &a, PCL_CALLER);
+}
+PCL_ALIAS(ncclSend)
+
+PCL_API ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                              ncclComm_t comm, cudaStream_t stream) {
+  struct pcl_coll_args a = {.coll = PCL_COLL_RECV, .recvbuff = recvbuff, .count = count,
+                            .dtype = datatype, .root = peer, .stream = stream};
+  return run("ncclRecv", comm, &a, PCL_CALLER);
+}
+PCL_ALIAS(ncclRecv)

@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: MIT
+ * Exported communicator lifecycle: unique ids, init (rank, config, scalable, all), split,
+ * shrink, revoke, finalize, destroy, abort, async errors and queries. Each call creates or
+ * resolves planccl's comm and forwards to the real NCCL with the real comm. */
+#include <stdatomic.h>
+#include "alloc.h"
+#include "comm.h"
+#include "log.h"
+#include "pcl_check.h"
+#include "shim_int.h"
+
+PCL_API ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
+  PCL_NEED_REAL(ncclGetUniqueId);
+  if (uniqueId == NULL) {
+    PCL_WARN(PCL_LOG_SHIM, "ncclGetUniqueId: uniqueId argument is NULL");
+    return ncclInvalidArgument;
+  }
+  ncclResult_t res = pcl_errors_real_result(F->ncclGetUniqueId(uniqueId));
+  if (res != ncclSuccess || pcl_fallback_called_by_real(PCL_CALLER)) return res;
+  return pcl_unique_id_fill(uniqueId);
+}
+PCL_ALIAS(ncclGetUniqueId)
+
+/* Hands the new comm to the caller, or frees it when the real library created nothing. A comm
+ * whose real pointer is still NULL is kept when the real init was deferred (inside a group) or is
+ * in progress (non-blocking): the real library fills c->real later. */
+static ncclResult_t finish_create(struct ncclComm *c, ncclComm_t *out, ncclResult_t res) {
+  int deferred = pcl_group_depth() > 0 || res == ncclInProgress;
+  if (pcl_comm_real(c) != NULL || (res == ncclSuccess && deferred) || res == ncclInProgress) {
+    c->init_in_progress = res == ncclInProgress;
+    *out = c;
+    return res;
+  }
+  pcl_comm_destroy(c);
+  *out = NULL;
+  return res;
+}
+
+static void note_id(const ncclUniqueId *id) {
+  static atomic_flag said = ATOMIC_FLAG_INIT;
+  if (!pcl_unique_id_is_planccl(id) && !atomic_flag_test_and_set(&said))
+    PCL_INFO(PCL_LOG_SHIM | PCL_LOG_INIT, "unique id was not made by planccl: its communicators "
+             "run in pass-through mode (everything forwarded to the real NCCL)");
+}
+
+static ncclResult_t check_init(const char *fn, ncclComm_t *comm, int nranks, int rank) {
+  if (comm == NULL) {
+    PCL_WARN(PCL_LOG_SHIM, "%s: comm argument is NULL", fn);
+    return ncclInvalidArgument;
+  }
+  if (nranks < 1 || rank < 0 || rank >= nranks) {
+    PCL_WARN(PCL_LOG_SHIM, "%s: invalid rank %d for nranks %d", fn, rank, nranks);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+PCL_API ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId,
+                                      int rank) {
+  PCL_NEED_REAL(ncclCommInitRank);
+  if (pcl_fallback_called_by_real(PCL_CALLER))
+    return F->ncclCommInitRank(comm, nranks, commId, rank);
+  PCL_CHECK(check_init("ncclCommInitRank", comm, nranks, rank));
+  note_id(&commId);
+  struct ncclComm *c;
+  PCL_CHECK(pcl_comm_create(rank, nranks, NULL, &c));
+  ncclResult_t res =
+      pcl_errors_real_result(F->ncclCommInitRank(&c->real, nranks, commId, rank));
+  return finish_create(c, comm, res);
+}
+PCL_ALIAS(ncclCommInitRank)
+
+PCL_API ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId,
+                                            int rank, ncclConfig_t *config) {
+  PCL_NEED_REAL(ncclCommInitRankConfig);
+  if (pcl_fallback_called_by_real(PCL_CALLER))
+    return F->ncclCommInitRankConfig(comm, nranks, commId, rank, config);
+  PCL_CHECK(check_init("ncclCommInitRankConfig", comm, nranks, rank));
+  note_id(&commId);
+  struct ncclComm *c;
+  PCL_CHECK(pcl_comm_create(rank, nranks, NULL, &c));
+  /* The caller's config pointer goes through unchanged: the real library applies NCCL's size /
+   * magic / version rules to it. */
+  ncclResult_t res = pcl_errors_real_result(
+      F->ncclCommInitRankConfig(&c->real, nranks, commId, rank, config));
+  return finish_create(c, comm, res);
+}
+PCL_ALIAS(ncclCommInitRankConfig)
+
+PCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank,
+                                              int nId, ncclUniqueId *commIds,
+                                              ncclConfig_t *config) {
+  PCL_NEED_REAL(ncclCommInitRankScalable);
+  PCL_CHECK(check_init("ncclCommInitRankScalable", newcomm, nranks, myrank));
+  if (nId < 1 || commIds == NULL) {
+    PCL_WARN(PCL_LOG_SHIM, "ncclCommInitRankScalable: invalid ids (nId %d, commIds %p)", nId,
+             (void *)commIds);
+    return ncclInvalidArgument;
+  }
+  note_id(&commIds[0]);
+  struct ncclComm *c;
+  PCL_CHECK(pcl_comm_create(myrank, nranks, NULL, &c));
+  ncclResult_t res = pcl_errors_real_result(
+      F->ncclCommInitRankScalable(&c->real, nranks, myrank, nId, commIds, config));
+  return finish_create(c, newcomm, res);
+}
+PCL_ALIAS(ncclCommInitRankScalable)
+
+PCL_API ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
+  PCL_NEED_REAL(ncclCommInitAll);
+  if (comms == NULL || ndev < 1) {
+    PCL_WARN(PCL_LOG_SHIM, "ncclCommInitAll: invalid arguments (comms %p, ndev %d)",
+             (void *)comms, ndev);
+    return ncclInvalidArgument;
+  }
+  ncclResult_t res = ncclSuccess;
+  struct ncclComm **cs = NULL;
+  ncclComm_t *reals = NULL;
+  int made = 0;
+  if (PCL_CALLOC(cs, (size_t)ndev, "ncclCommInitAll comms") == NULL ||
+      PCL_CALLOC(reals, (size_t)ndev, "ncclCommInitAll real comms") == NULL) {
+    res = ncclSystemError;
+    goto out;
+  }
+  for (; made < ndev; made++) PCL_CHECK_GOTO(pcl_comm_create(made, ndev, NULL, &cs[made]), res, out);
+  /* The real library fills a contiguous array; it creates its comms synchronously. */
+  res = pcl_errors_real_result(F->ncclCommInitAll(reals, ndev, devlist));
+  for (int i = 0; i < ndev; i++) {
+    if (reals[i] != NULL) {
+      __atomic_store_n(&cs[i]->real, reals[i], __ATOMIC_RELEASE);
+      comms[i] = cs[i];
+      cs[i] = NULL;
+    } else if (res == ncclSuccess) {
+      comms[i] = NULL;
+    }
+  }
+out:
+  for (int i = 0; i < made; i++)
+    if (cs[i] != NULL) pcl_comm_destroy(cs[i]);
+  pcl_free(reals);
+  pcl_free(cs);
+  return res;
+}
+PCL_ALIAS(ncclCommInitAll)
+
+/* Where the real library writes the NULL child of an NCCL_SPLIT_NOCOLOR split; it may write it
+ * later (non-blocking parent), so it must outlive the call. */
+static ncclComm_t nocolor_sink;
+
+PCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                                   ncclConfig_t *config) {
+  PCL_NEED_REAL(ncclCommSplit);
+  struct ncclComm *p;
+  ncclComm_t real;
+  PCL_CHECK(pcl_comm_lookup_real("ncclCommSplit", comm, PCL_CALLER, &p, &real));
+  if (newcomm == NULL) {
+    PCL_WARN(PCL_LOG_SHIM, "ncclCommSplit: newcomm argument is NULL");
+    return ncclInvalidArgument;
+  }
+  if (color == NCCL_SPLIT_NOCOLOR) {
+    ncclResult_t res =
+        pcl_errors_real_result(F->ncclCommSplit(real, color, key, &nocolor_sink, config));
+    *newcomm = NULL;
+    return res;
+  }
+  struct ncclComm *c;
+  PCL_CHECK(pcl_comm_create(-1, -1, p, &c));
+  ncclResult_t res = pcl_errors_real_result(F->ncclCommSplit(real, color, key, &c->real, config));
+  return finish_create(c, newcomm, res);
+}
+PCL_ALIAS(ncclCommSplit)
+
+PCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                                    ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags) {
+  PCL_NEED_REAL(ncclCommShrink);
+  struct ncclComm *p;
+  ncclComm_t real;
+  PCL_CHECK(pcl_comm_lookup_real("ncclCommShrink", comm, PCL_CALLER, &p, &real));
+  if (newcomm == NULL) {
+    PCL_WARN(PCL_LOG_SHIM, "ncclCommShrink: newcomm argument is NULL");
+    return ncclInvalidArgument;
+  }
+  struct ncclComm *c;
+  PCL_CHECK(pcl_comm_create(-1, -1, p, &c));
+  ncclResult_t res = pcl_errors_real_result(F->ncclCommShrink(
+      real, excludeRanksList, excludeRanksCount, &c->real, config, shrinkFlags));
+  return finish_create(c, newcomm, res);
+}
+PCL_ALIAS(ncclCommShrink)
+
+PCL_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  PCL_NEED_REAL(ncclCommRevoke);
+  struct ncclComm *c;
+  ncclComm_t real;
+  PCL_CHECK(pcl_comm_lookup_real("ncclCommRevoke", comm, PCL_CALLER, &c, &real));
+  return pcl_errors_real_result(F->ncclCommRevoke(real, revokeFlags));
+}
+PCL_ALIAS(ncclCommRevoke)
+
+PCL_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  PCL_NEED_REAL(ncclCommFinalize);
+  struct ncclComm *c;
+  ncclComm_t real;
+  PCL_CHECK(pcl_comm_lookup_real("ncclCommFinalize", comm, PCL_CALLER, &c, &real));
+  return pcl_errors_real_result(F->ncclCommFinalize(real));
+}
+PCL_ALIAS(ncclCommFinalize)
+
+/* Destroy and abort: NULL is success (NCCL's behaviour); a second destroy is refused. */
+static ncclResult_t teardown(const char *fn, ncclComm_t comm, int abort, const void *caller) {
+  if (comm == NULL) return ncclSuccess;
+  const struct pcl_nccl_fns *F = pcl_fallback_fns();
+  if (F == NULL) return pcl_fallback_none(fn);
+  struct ncclComm *c;
+  ncclComm_t real;
+  PCL_CHECK(pcl_comm_lookup(fn, comm, caller, &c, &real));
+  if (c != NULL) c->abort_flag = 1;
+  ncclResult_t res = ncclSuccess;
+  if (real != NULL) {
+    if ((abort ? (void *)F->ncclCommAbort : (void *)F->ncclCommDestroy) == NULL)
+      return pcl_fallback_missing(fn);
+    res = pcl_errors_real_result(abort ? F->ncclCommAbort(real) : F->ncclCommDestroy(real));
+  }
+  /* The wrapper goes even when the real call failed: the handle is unusable either way. */
+  if (c != NULL) pcl_comm_destroy(c);
+  return res;
+}
+
+PCL_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  return teardown("ncclCommDestroy", comm, 0, PCL_CALLER);
+}
+PCL_ALIAS(ncclCommDestroy)
+
+PCL_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  return teardown("ncclCommAbort", comm, 1, PCL_CALLER);
+}
+PCL_ALIAS(ncclCommAbort)
+
+PCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
+  PCL_NEED_REAL(ncclCommGetAsyncError);
+  if (asyncError == NULL) {
+    PCL_WARN(PCL_LOG_SHIM, "ncclCommGetAsyncError: asyncError argument is NULL");
+    return ncclInvalidArgument;
+  }
+  struct ncclComm *c;
+  ncclComm_t real;
+  PCL_CHECK(pcl_comm_lookup("ncclCommGetAsyncError", comm, PCL_CALLER, &c, &real));
+  if (real == NULL) {
+    /* Init deferred to a group that has not ended, or a non-blocking init whose real comm is not
+     * written yet: in progress. Otherwise the deferred init failed at its group end. */
+    *asyncError =
+        pcl_group_depth() > 0 || c->init_in_progress ? ncclInProgress : ncclInvalidUsage;
+    return ncclSuccess;
+  }
+  /* Polling the real comm is what drives a non-blocking init or split to completion. */
+  ncclResult_t res = pcl_errors_real_result(F->ncclCommGetAsyncError(real, asyncError));
+  if (res == ncclSuccess && c != NULL && *asyncError == ncclSuccess) {
+    int mine = atomic_load(&c->async_error);
+    if (mine != ncclSuccess) *asyncError = (ncclResult_t)mine;
+  }
+  return res;
+}
+PCL_ALIAS(ncclCommGetAsyncError)
+
+#define PCL_QUERY(fn, what)                                                                        \
+  PCL_API ncclResult_t fn(const ncclComm_t comm, int *what) {                                      \
+    PCL_NEED_REAL(fn);                                                                             \
+    if (what == NULL) {                                                                            \
+      PCL_WARN(PCL_LOG_SHIM, "%s: %s argument is NULL", #fn, #what);                               \
+      return ncclInvalidArgument;                                                                  \
+    }                                                                                              \
+    struct ncclComm *c;                                                                            \
+    ncclComm_t real;                                                                               \
+    PCL_CHECK(pcl_comm_lookup_real(#fn, comm, PCL_CALLER, &c, &real));                                         \
+    return pcl_errors_real_result(F->fn(real, what));                                              \
+  }                                                                                                \
+  PCL_ALIAS(fn)
+
+PCL_QUERY(ncclCommCount, count)
+PCL_QUERY(ncclCommCuDevice, device)
+PCL_QUERY(ncclCommUserRank, rank)

@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT
+ * Exported memory, registration, window, reduction-op and device-API host functions. They are
+ * forwarded to the real NCCL with planccl's comm replaced by the real one; ncclWindow_t, handles
+ * and device-API structs pass through untouched. */
+#include <string.h>
+#include "comm.h"
+#include "log.h"
+#include "pcl_check.h"
+#include "shim_int.h"
+
+/* Declares `c` and `real` for `comm` (returning on a bad handle) and F for `fn`. */
+#define PCL_NEED_COMM(fn, comm)                                                                    \
+  PCL_NEED_REAL(fn);                                                                               \
+  struct ncclComm *c;                                                                              \
+  ncclComm_t real;                                                                                 \
+  PCL_CHECK(pcl_comm_lookup_real(#fn, comm, PCL_CALLER, &c, &real))
+
+PCL_API ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
+  PCL_NEED_REAL(ncclMemAlloc);
+  return pcl_errors_real_result(F->ncclMemAlloc(ptr, size));
+}
+PCL_ALIAS(ncclMemAlloc)
+
+PCL_API ncclResult_t ncclMemFree(void *ptr) {
+  PCL_NEED_REAL(ncclMemFree);
+  return pcl_errors_real_result(F->ncclMemFree(ptr));
+}
+PCL_ALIAS(ncclMemFree)
+
+PCL_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size,
+                                      void **handle) {
+  PCL_NEED_COMM(ncclCommRegister, comm);
+  return pcl_errors_real_result(F->ncclCommRegister(real, buff, size, handle));
+}
+PCL_ALIAS(ncclCommRegister)
+
+PCL_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle) {
+  PCL_NEED_COMM(ncclCommDeregister, comm);
+  return pcl_errors_real_result(F->ncclCommDeregister(real, handle));
+}
+PCL_ALIAS(ncclCommDeregister)
+
+PCL_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size,
+                                            ncclWindow_t *win, int winFlags) {
+  PCL_NEED_COMM(ncclCommWindowRegister, comm);
+  return pcl_errors_real_result(F->ncclCommWindowRegister(real, buff, size, win, winFlags));
+}
+PCL_ALIAS(ncclCommWindowRegister)
+
+PCL_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  PCL_NEED_COMM(ncclCommWindowDeregister, comm);
+  return pcl_errors_real_result(F->ncclCommWindowDeregister(real, win));
+}
+PCL_ALIAS(ncclCommWindowDeregister)
+
+PCL_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar,
+                                              ncclDataType_t datatype,
+                                              ncclScalarResidence_t residence, ncclComm_t comm) {
+  PCL_NEED_COMM(ncclRedOpCreatePreMulSum, comm);
+  ncclResult_t res = pcl_errors_real_result(
+      F->ncclRedOpCreatePreMulSum(op, scalar, datatype, residence, real));
+  /* Remember the op so collectives on this comm accept it. */
+  if (res == ncclSuccess && c != NULL && op != NULL) PCL_CHECK(pcl_comm_premul_add(c, *op));
+  return res;
+}
+PCL_ALIAS(ncclRedOpCreatePreMulSum)
+
+PCL_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  PCL_NEED_COMM(ncclRedOpDestroy, comm);
+  ncclResult_t res = pcl_errors_real_result(F->ncclRedOpDestroy(op, real));
+  if (res == ncclSuccess && c != NULL) pcl_comm_premul_remove(c, op);
+  return res;
+}
+PCL_ALIAS(ncclRedOpDestroy)
+
+/* ---- device API (nccl_device.h) ---- */
+
+PCL_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequirements_t *reqs,
+                                       ncclDevComm_t *outDevComm) {
+  PCL_NEED_COMM(ncclDevCommCreate, comm);
+  return pcl_errors_real_result(F->ncclDevCommCreate(real, reqs, outDevComm));
+}
+PCL_ALIAS(ncclDevCommCreate)
+
+PCL_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const ncclDevComm_t *devComm) {
+  PCL_NEED_COMM(ncclDevCommDestroy, comm);
+  return pcl_errors_real_result(F->ncclDevCommDestroy(real, devComm));
+}
+PCL_ALIAS(ncclDevCommDestroy)
+
+PCL_API ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
+                                                     ncclLsaBarrierHandle_t *outHandle,
+                                                     ncclDevResourceRequirements_t *outReq) {
+  PCL_NEED_REAL(ncclLsaBarrierCreateRequirement);
+  return pcl_errors_real_result(
+      F->ncclLsaBarrierCreateRequirement(team, nBarriers, outHandle, outReq));
+}
+PCL_ALIAS(ncclLsaBarrierCreateRequirement)
+
+PCL_API ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team,
+                                                     int nBarriers,
+                                                     ncclGinBarrierHandle_t *outHandle,
+                                                     ncclDevResourceRequirements_t *outReq) {
+  PCL_NEED_COMM(ncclGinBarrierCreateRequirement, comm);
+  return pcl_errors_real_result(
+      F->ncclGinBarrierCreateRequirement(real, team, nBarriers, outHandle, outReq));
+}
+PCL_ALIAS(ncclGinBarrierCreateRequirement)
+
+PCL_API ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots,
+                                                ncclLLA2AHandle_t *outHandle,
+                                                ncclDevResourceRequirements_t *outReq) {
+  PCL_NEED_REAL(ncclLLA2ACreateRequirement);
+  return pcl_errors_real_result(F->ncclLLA2ACreateRequirement(nBlocks, nSlots, outHandle, outReq));
+}
+PCL_ALIAS(ncclLLA2ACreateRequirement)
+
+/* The functions below return values, not ncclResult_t: on error they WARN and return -1 or an
+ * empty team. */
+
+PCL_API int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
+  const struct pcl_nccl_fns *F = pcl_fallback_fns();
+  if (F == NULL) return pcl_fallback_none("ncclLLA2ACalcSlots"), -1;
+  if (F->ncclLLA2ACalcSlots == NULL) return pcl_fallback_missing("ncclLLA2ACalcSlots"), -1;
+  return F->ncclLLA2ACalcSlots(maxElts, maxEltSize);
+}
+PCL_ALIAS(ncclLLA2ACalcSlots)
+
+/* The real comm for a team query, or NULL after a WARN. */
+static ncclComm_t team_comm(const char *fn, void *sym_ok, ncclComm_t comm, const void *caller) {
+  const struct pcl_nccl_fns *F = pcl_fallback_fns();
+  if (F == NULL) return pcl_fallback_none(fn), NULL;
+  if (sym_ok == NULL) return pcl_fallback_missing(fn), NULL;
+  struct ncclComm *c;
+  ncclComm_t real;
+  if (pcl_comm_lookup_real(fn, comm, caller, &c, &real) != ncclSuccess) return NULL;
+  return real;
+}
+
+#define PCL_TEAM_FN(fn)                                                                            \
+  PCL_API ncclTeam_t fn(ncclComm_t comm) {                                                         \
+    const struct pcl_nccl_fns *F = pcl_fallback_fns();                                             \
+    ncclComm_t real = team_comm(#fn, F ? (void *)F->fn : NULL, comm, PCL_CALLER);                              \
+    if (real == NULL) return (ncclTeam_t){0, -1, 0};                                               \
+    return F->fn(real);                                                                            \
+  }                                                                                                \
+  PCL_ALIAS(fn)
+
+PCL_TEAM_FN(ncclTeamWorld)
+PCL_TEAM_FN(ncclTeamLsa)
+PCL_TEAM_FN(ncclTeamRail)
+
+#define PCL_TEAM_RANK_FN(fn)                                                                       \
+  PCL_API int fn(ncclComm_t comm, ncclTeam_t team, int rank) {                                     \
+    const struct pcl_nccl_fns *F = pcl_fallback_fns();                                             \
+    ncclComm_t real = team_comm(#fn, F ? (void *)F->fn : NULL, comm, PCL_CALLER);                              \
+    if (real == NULL) return -1;                                                                   \
+    return F->fn(real, team, rank);                                                                \
+  }                                                                                                \
+  PCL_ALIAS(fn)
+
+PCL_TEAM_RANK_FN(ncclTeamRankToWorld)
+PCL_TEAM_RANK_FN(ncclTeamRankToLsa)

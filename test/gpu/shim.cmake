@@ -1,0 +1,16 @@
+# SPDX-License-Identifier: MIT
+# planccl pass-through on GPUs: every collective, four process models, through libplanccl.so
+# linked like libnccl. Run on a machine with 2 GPUs (the real NCCL is discovered next to the torch
+# wheel or on the system paths; PLANCCL_NCCL_LIB overrides):
+#   ctest --test-dir <build> -R shim_passthrough --output-on-failure
+# (PCL_TORCH_PYTHON=<python with torch> picks the interpreter whose wheel provides the NCCL.)
+if(TARGET planccl AND NOT PCL_SANITIZE)
+  add_executable(shim_passthrough ${CMAKE_CURRENT_LIST_DIR}/shim_passthrough.c)
+  pcl_target_defaults(shim_passthrough)
+  target_link_libraries(shim_passthrough PRIVATE planccl ${PCL_CUDART_STATIC} rt)
+  add_test(NAME shim_passthrough
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/shim_passthrough.sh $<TARGET_FILE:shim_passthrough>)
+  set_tests_properties(shim_passthrough PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
+                       LABELS "gpu;nosan"
+                       ENVIRONMENT "NCCL_NVLS_ENABLE=0;TORCH_SYMM_MEM_DISABLE_MULTICAST=1;NVSHMEM_DISABLE_NVLS=1")
+endif()

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT
+ * Helpers for the shim suite: reach the recording fake NCCL that planccl opened, find recorded
+ * calls, make temporary directory layouts. Each test runs in a fresh forked process in which
+ * planccl has not loaded anything yet, so every test chooses its own real library. */
+#ifndef PCL_SHIM_TEST_H
+#define PCL_SHIM_TEST_H
+
+#include <check.h>
+#include <nccl.h>
+#include "fake_nccl.h"
+
+/* Environment paths set by CMake. */
+const char *shim_test_path(const char *var);
+
+/* Points planccl at the fake (PCL_FAKE_NCCL or PCL_FAKE_NCCL_PARTIAL), makes planccl load it
+ * (with its own RTLD_DEEPBIND open) and returns the fake's control block. */
+struct fake_state *shim_test_use_fake(const char *var);
+
+/* The control block of an already loaded fake at `path`; NULL when that file is not loaded. */
+struct fake_state *shim_test_fake_at(const char *path);
+
+/* Index of the last recorded call named `name` at or after `from`, or -1. */
+int shim_test_last(const struct fake_state *st, const char *name);
+int shim_test_count(const struct fake_state *st, const char *name);
+
+/* 1 when a loaded object resolves (realpath) to `path`. */
+int shim_test_loaded(const char *path);
+
+/* mkdtemp under /tmp; `mkdirs` makes every component; `copy` copies a file. */
+char *shim_test_tmpdir(void);
+void shim_test_mkdirs(const char *path);
+void shim_test_copy(const char *from, const char *to);
+void shim_test_rmtree(const char *path);
+
+#define U64(x) ((uint64_t)(uintptr_t)(x))
+#define I64(x) ((uint64_t)(int64_t)(x))
+
+TCase *shim_tcase_forward(void);
+TCase *shim_tcase_lifecycle(void);
+TCase *shim_tcase_discovery(void);
+TCase *shim_tcase_symbols(void);
+
+#endif

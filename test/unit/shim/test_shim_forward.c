@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: MIT
+ * Forwarding against the recording fake NCCL: every function reaches the fake with exactly the
+ * caller's arguments (planccl's comm replaced by the real one), its return code comes back, the
+ * fake's calls to its own public names stay inside it (RTLD_DEEPBIND), and bad arguments are
+ * refused before anything is forwarded. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "nccl_device_int.h"
+#include "shim_test.h"
+
+#define STREAM ((cudaStream_t)(uintptr_t)0x5717ea)
+#define SBUF ((const void *)(uintptr_t)0x1000)
+#define RBUF ((void *)(uintptr_t)0x2000)
+
+/* Makes a comm of `nranks` ranks as `rank` through planccl; returns it and the fake's comm. */
+static ncclComm_t make_comm(struct fake_state *st, int nranks, int rank, void **real) {
+  ncclUniqueId id;
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comm = NULL;
+  ck_assert_int_eq(ncclCommInitRank(&comm, nranks, id, rank), ncclSuccess);
+  ck_assert_ptr_nonnull(comm);
+  *real = st->last_comm;
+  ck_assert_ptr_ne(comm, *real); /* the application sees planccl's comm, not the real one */
+  return comm;
+}
+
+/* Asserts that the last call `name` got exactly args[0..n). */
+static void expect_call(struct fake_state *st, const char *name, int n, const uint64_t *args) {
+  int i = shim_test_last(st, name);
+  ck_assert_msg(i >= 0, "%s was not forwarded", name);
+  for (int k = 0; k < n; k++)
+    ck_assert_msg(st->calls[i].a[k] == args[k], "%s argument %d: got 0x%llx, want 0x%llx", name, k,
+                  (unsigned long long)st->calls[i].a[k], (unsigned long long)args[k]);
+}
+#define EXPECT(st, name, ...)                                                                      \
+  do {                                                                                             \
+    uint64_t want_[] = {__VA_ARGS__};                                                              \
+    expect_call(st, name, (int)(sizeof(want_) / sizeof(want_[0])), want_);                         \
+  } while (0)
+
+static void set_result(struct fake_state *st, const char *name, ncclResult_t r) {
+  for (int i = 0; i < st->nresults; i++)
+    if (strcmp(st->results[i].name, name) == 0) {
+      st->results[i].result = r;
+      return;
+    }
+  snprintf(st->results[st->nresults].name, sizeof(st->results[0].name), "%s", name);
+  st->results[st->nresults++].result = r;
+}
+
+START_TEST(test_unique_id_layout) {
+  struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
+  ncclUniqueId id;
+  memset(&id, 0x55, sizeof(id));
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  EXPECT(st, "ncclGetUniqueId", U64(&id));
+  for (int i = 0; i < 40; i++) ck_assert_uint_eq((unsigned char)id.internal[i], FAKE_ID_BYTE);
+  uint64_t magic;
+  memcpy(&magic, id.internal + 40, 8);
+  ck_assert_uint_ne(magic, 0);
+  for (int i = 48; i < NCCL_UNIQUE_ID_BYTES; i++) ck_assert_int_eq(id.internal[i], 0);
+  ck_assert_int_eq(ncclGetUniqueId(NULL), ncclInvalidArgument);
+  /* The full 128 bytes reach the real init. */
+  ncclComm_t comm;
+  ck_assert_int_eq(ncclCommInitRank(&comm, 2, id, 1), ncclSuccess);
+  uint64_t id0;
+  memcpy(&id0, id.internal, 8);
+  int i = shim_test_last(st, "ncclCommInitRank");
+  ck_assert_uint_eq(st->calls[i].a[1], 2);
+  ck_assert_uint_eq(st->calls[i].a[2], id0);
+  ck_assert_uint_eq(st->calls[i].a[3], 1);
+  ck_assert_uint_eq(st->calls[i].a[4], magic);
+  /* The real library writes its comm into planccl's own slot. */
+  ck_assert_uint_ne(st->calls[i].a[0], U64(&comm));
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+}
+END_TEST
+
+START_TEST(test_collectives_forwarded) {
+  struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
+  void *real;
+  ncclComm_t comm = make_comm(st, 4, 1, &real);
+  ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 17, ncclBfloat16, ncclMax, comm, STREAM), ncclSuccess);
+  EXPECT(st, "ncclAllReduce", U64(SBUF), U64(RBUF), 17, ncclBfloat16, ncclMax, U64(real),
+         U64(STREAM));
+  ck_assert_int_eq(ncclBroadcast(SBUF, RBUF, 18, ncclInt8, 3, comm, STREAM), ncclSuccess);
+  EXPECT(st, "ncclBroadcast", U64(SBUF), U64(RBUF), 18, ncclInt8, 3, U64(real), U64(STREAM));
+  ck_assert_int_eq(ncclReduce(SBUF, RBUF, 19, ncclFloat64, ncclProd, 2, comm, STREAM), ncclSuccess);
+  EXPECT(st, "ncclReduce", U64(SBUF), U64(RBUF), 19, ncclFloat64, ncclProd, 2, U64(real),
+         U64(STREAM));
+  ck_assert_int_eq(ncclAllGather(SBUF, RBUF, 20, ncclUint8, comm, STREAM), ncclSuccess);
+  EXPECT(st, "ncclAllGather", U64(SBUF), U64(RBUF), 20, ncclUint8, U64(real), U64(STREAM));
+  ck_assert_int_eq(ncclReduceScatter(SBUF, RBUF, 21, ncclHalf, ncclAvg, comm, STREAM),
+                   ncclSuccess);
+  EXPECT(st, "ncclReduceScatter", U64(SBUF), U64(RBUF), 21, ncclHalf, ncclAvg, U64(real),
+         U64(STREAM));
+  ck_assert_int_eq(ncclAlltoAll(SBUF, RBUF, 22, ncclInt64, comm, STREAM), ncclSuccess);
+  EXPECT(st, "ncclAlltoAll", U64(SBUF), U64(RBUF), 22, ncclInt64, U64(real), U64(STREAM));
+  ck_assert_int_eq(ncclGather(SBUF, RBUF, 23, ncclFloat8e4m3, 0, comm, STREAM), ncclSuccess);
+  EXPECT(st, "ncclGather", U64(SBUF), U64(RBUF), 23, ncclFloat8e4m3, 0, U64(real), U64(STREAM));
+  ck_assert_int_eq(ncclScatter(SBUF, RBUF, 24, ncclFloat8e5m2, 3, comm, STREAM), ncclSuccess);
+  EXPECT(st, "ncclScatter", U64(SBUF), U64(RBUF), 24, ncclFloat8e5m2, 3, U64(real), U64(STREAM));
+  ck_assert_int_eq(ncclSend(SBUF, 25, ncclUint32, 2, comm, STREAM), ncclSuccess);
+  EXPECT(st, "ncclSend", U64(SBUF), 25, ncclUint32, 2, U64(real), U64(STREAM));
+  ck_assert_int_eq(ncclRecv(RBUF, 26, ncclUint64, 0, comm, STREAM), ncclSuccess);
+  EXPECT(st, "ncclRecv", U64(RBUF), 26, ncclUint64, 0, U64(real), U64(STREAM));
+  /* The profiling twins are the same functions. */
+  ck_assert_int_eq(pncclAllReduce(SBUF, RBUF, 27, ncclFloat, ncclSum, comm, STREAM), ncclSuccess);
+  EXPECT(st, "ncclAllReduce", U64(SBUF), U64(RBUF), 27, ncclFloat, ncclSum, U64(real),
+         U64(STREAM));
+  /* Return codes come back unchanged, and the real library's message becomes the last error. */
+  set_result(st, "ncclAllReduce", ncclRemoteError);
+  snprintf(st->last_error, sizeof(st->last_error), "fake: peer went away");
+  ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 1, ncclFloat, ncclSum, comm, STREAM), ncclRemoteError);
+  ck_assert_str_eq(ncclGetLastError(NULL), "fake: peer went away");
+  /* ... until planccl itself warns again. */
+  ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 1, (ncclDataType_t)99, ncclSum, comm, STREAM),
+                   ncclInvalidArgument);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(comm), "invalid data type 99"));
+  set_result(st, "ncclSend", ncclInternalError);
+  ck_assert_int_eq(ncclSend(SBUF, 1, ncclFloat, 0, comm, STREAM), ncclInternalError);
+  ck_assert_int_eq(st->foreign_comms, 0);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+  EXPECT(st, "ncclCommDestroy", U64(real));
+}
+END_TEST
+
+START_TEST(test_internal_calls_stay_in_real_library) {
+  struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
+  int before = shim_test_count(st, "ncclGetVersion");
+  void *real;
+  ncclComm_t comm = make_comm(st, 2, 0, &real);
+  /* The fake's init called its own ncclGetVersion through its PLT and reached itself (planccl's
+   * ncclGetVersion never calls the fake after load). */
+  ck_assert_int_eq(shim_test_count(st, "ncclGetVersion"), before + 1);
+  char buf[4];
+  ck_assert_int_eq(ncclBcast(buf, 4, ncclInt8, 1, comm, STREAM), ncclSuccess);
+  int b = shim_test_last(st, "ncclBcast");
+  EXPECT(st, "ncclBcast", U64(buf), 4, ncclInt8, 1, U64(real), U64(STREAM));
+  /* The fake's ncclBcast called its ncclBroadcast with the real comm, and it stayed inside. */
+  ck_assert_int_eq(b + 1, shim_test_last(st, "ncclBroadcast"));
+  EXPECT(st, "ncclBroadcast", U64(buf), U64(buf), 4, ncclInt8, 1, U64(real), U64(STREAM));
+  ck_assert_int_eq(st->foreign_comms, 0);
+  /* ncclCommInitAll: the fake's own GetUniqueId, GroupStart, InitRank and GroupEnd stay inside,
+   * so planccl's group depth is untouched (GroupEnd here is still an error). */
+  ncclComm_t all[3] = {NULL, NULL, NULL};
+  int devs[3] = {0, 1, 2};
+  ck_assert_int_eq(ncclCommInitAll(all, 3, devs), ncclSuccess);
+  int ia = shim_test_last(st, "ncclCommInitAll");
+  ck_assert_int_ge(ia, 0);
+  ck_assert_uint_eq(st->calls[ia].a[1], 3);
+  ck_assert_uint_eq(st->calls[ia].a[2], U64(devs));
+  ck_assert_int_eq(shim_test_count(st, "ncclGroupStart"), 1);
+  ck_assert_int_eq(ncclGroupEnd(), ncclInvalidUsage);
+  for (int i = 0; i < 3; i++) {
+    int r = -1, n = -1;
+    ck_assert_ptr_nonnull(all[i]);
+    ck_assert_int_eq(ncclCommUserRank(all[i], &r), ncclSuccess);
+    ck_assert_int_eq(ncclCommCount(all[i], &n), ncclSuccess);
+    ck_assert_int_eq(r, i);
+    ck_assert_int_eq(n, 3);
+  }
+  ck_assert_ptr_ne(all[0], all[1]);
+  for (int i = 0; i < 3; i++) ck_assert_int_eq(ncclCommDestroy(all[i]), ncclSuccess);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+  ck_assert_int_eq(st->live_comms, 0);
+  ck_assert_int_eq(st->foreign_comms, 0);
+}
+END_TEST
+
+START_TEST(test_other_functions_forwarded) {
+  struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
+  void *real;
+  ncclComm_t comm = make_comm(st, 4, 2, &real);
+  int v = -1;
+  ck_assert_int_eq(ncclCommCuDevice(comm, &v), ncclSuccess);
+  EXPECT(st, "ncclCommCuDevice", U64(real), U64(&v));
+  ck_assert_int_eq(v, 2);
+  void *mem = NULL;
+  ck_assert_int_eq(ncclMemAlloc(&mem, 12345), ncclSuccess);
+  EXPECT(st, "ncclMemAlloc", U64(&mem), 12345);
+  ck_assert_int_eq(ncclMemFree(mem), ncclSuccess);
+  EXPECT(st, "ncclMemFree", U64(mem));
+  void *h = NULL;
+  ck_assert_int_eq(ncclCommRegister(comm, RBUF, 4096, &h), ncclSuccess);
+  EXPECT(st, "ncclCommRegister", U64(real), U64(RBUF), 4096, U64(&h));
+  ck_assert_int_eq(ncclCommDeregister(comm, h), ncclSuccess);
+  EXPECT(st, "ncclCommDeregister", U64(real), U64(h));
+  ncclWindow_t win = NULL;
+  ck_assert_int_eq(ncclCommWindowRegister(comm, RBUF, 8192, &win, NCCL_WIN_COLL_SYMMETRIC),
+                   ncclSuccess);
+  EXPECT(st, "ncclCommWindowRegister", U64(real), U64(RBUF), 8192, U64(&win), 1);
+  ck_assert_int_eq(ncclCommWindowDeregister(comm, win), ncclSuccess);
+  EXPECT(st, "ncclCommWindowDeregister", U64(real), U64(win));
+  set_result(st, "ncclCommWindowRegister", ncclInProgress);
+  ck_assert_int_eq(ncclCommWindowRegister(comm, RBUF, 8192, &win, 0), ncclInProgress);
+  ck_assert_int_eq(ncclCommFinalize(comm), ncclSuccess);
+  EXPECT(st, "ncclCommFinalize", U64(real));
+  ck_assert_int_eq(ncclCommRevoke(comm, 0), ncclSuccess);
+  EXPECT(st, "ncclCommRevoke", U64(real), 0);
+  ncclDevComm_t *dc = (ncclDevComm_t *)(uintptr_t)0xdc0;
+  const ncclDevCommRequirements_t *req = (const ncclDevCommRequirements_t *)(uintptr_t)0x4e0;
+  ck_assert_int_eq(ncclDevCommCreate(comm, req, dc), ncclSuccess);
+  EXPECT(st, "ncclDevCommCreate", U64(real), U64(req), U64(dc));
+  ck_assert_int_eq(ncclDevCommDestroy(comm, dc), ncclSuccess);
+  EXPECT(st, "ncclDevCommDestroy", U64(real), U64(dc));
+  ncclTeam_t t = ncclTeamLsa(comm);
+  EXPECT(st, "ncclTeamLsa", U64(real));
+  ck_assert_int_eq(t.nRanks, 4);
+  ck_assert_int_eq(t.rank, 2);
+  ck_assert_int_eq(t.stride, 2);
+  t = ncclTeamWorld(comm);
+  ck_assert_int_eq(t.stride, 1);
+  t = ncclTeamRail(comm);
+  ck_assert_int_eq(t.stride, 3);
+  ck_assert_int_eq(ncclTeamRankToWorld(comm, t, 5), 15);
+  EXPECT(st, "ncclTeamRankToWorld", U64(real), 4, 2, 3, 5);
+  ck_assert_int_eq(ncclTeamRankToLsa(comm, t, 5), 1005);
+  ncclLsaBarrierHandle_t *lh = (ncclLsaBarrierHandle_t *)(uintptr_t)0x1a;
+  ncclDevResourceRequirements_t *rr = (ncclDevResourceRequirements_t *)(uintptr_t)0x1b;
+  ck_assert_int_eq(ncclLsaBarrierCreateRequirement(t, 7, lh, rr), ncclSuccess);
+  EXPECT(st, "ncclLsaBarrierCreateRequirement", 4, 2, 3, 7, U64(lh), U64(rr));
+  ncclGinBarrierHandle_t *gh = (ncclGinBarrierHandle_t *)(uintptr_t)0x1c;
+  ck_assert_int_eq(ncclGinBarrierCreateRequirement(comm, t, 8, gh, rr), ncclSuccess);
+  EXPECT(st, "ncclGinBarrierCreateRequirement", U64(real), 4, 2, 3, 8, U64(gh), U64(rr));
+  ncclLLA2AHandle_t *ah = (ncclLLA2AHandle_t *)(uintptr_t)0x1d;
+  ck_assert_int_eq(ncclLLA2ACreateRequirement(3, 9, ah, rr), ncclSuccess);
+  EXPECT(st, "ncclLLA2ACreateRequirement", 3, 9, U64(ah), U64(rr));
+  ck_assert_int_eq(ncclLLA2ACalcSlots(10, 4), 47);
+  ncclResetDebugInitInternal();
+  ck_assert_int_ge(shim_test_last(st, "ncclResetDebugInitInternal"), 0);
+  ck_assert_int_eq(st->foreign_comms, 0);
+  ck_assert_int_eq(ncclCommAbort(comm), ncclSuccess);
+  EXPECT(st, "ncclCommAbort", U64(real));
+}
+END_TEST
+
+START_TEST(test_premulsum_ops) {
+  struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
+  void *real, *real2;
+  ncclComm_t comm = make_comm(st, 2, 0, &real);
+  ncclComm_t other = make_comm(st, 2, 0, &real2);
+  float scalar = 0.5f;
+  ncclRedOp_t op;
+  ck_assert_int_eq(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat, ncclScalarHostImmediate, comm),
+                   ncclSuccess);
+  EXPECT(st, "ncclRedOpCreatePreMulSum", U64(&op), U64(&scalar), ncclFloat, 1, U64(real));
+  ck_assert_int_ge((int)op, (int)ncclNumOps);
+  ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 8, ncclFloat, op, comm, STREAM), ncclSuccess);
+  EXPECT(st, "ncclAllReduce", U64(SBUF), U64(RBUF), 8, ncclFloat, (uint64_t)op, U64(real),
+         U64(STREAM));
+  /* The op belongs to `comm` only. */
+  ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 8, ncclFloat, op, other, STREAM), ncclInvalidArgument);
+  ck_assert_int_eq(ncclRedOpDestroy(op, comm), ncclSuccess);
+  EXPECT(st, "ncclRedOpDestroy", (uint64_t)op, U64(real));
+  ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 8, ncclFloat, op, comm, STREAM), ncclInvalidArgument);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+  ck_assert_int_eq(ncclCommDestroy(other), ncclSuccess);
+}
+END_TEST
+
+START_TEST(test_argument_checks) {
+  struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
+  void *real;
+  ncclComm_t comm = make_comm(st, 4, 1, &real);
+  int before = st->ncalls;
+  ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 1, ncclNumTypes, ncclSum, comm, STREAM),
+                   ncclInvalidArgument);
+  ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 1, (ncclDataType_t)-1, ncclSum, comm, STREAM),
+                   ncclInvalidArgument);
+  ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 1, ncclFloat, ncclNumOps, comm, STREAM),
+                   ncclInvalidArgument);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "invalid reduction operation"));
+  ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 1, ncclFloat, (ncclRedOp_t)-3, comm, STREAM),
+                   ncclInvalidArgument);
+  ck_assert_int_eq(ncclAllReduce(NULL, RBUF, 1, ncclFloat, ncclSum, comm, STREAM),
+                   ncclInvalidArgument);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "send buffer is NULL"));
+  ck_assert_int_eq(ncclAllGather(SBUF, NULL, 1, ncclFloat, comm, STREAM), ncclInvalidArgument);
+  ck_assert_int_eq(ncclBroadcast(SBUF, RBUF, 1, ncclFloat, 4, comm, STREAM), ncclInvalidArgument);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "invalid root 4"));
+  ck_assert_int_eq(ncclReduce(SBUF, RBUF, 1, ncclFloat, ncclSum, -1, comm, STREAM),
+                   ncclInvalidArgument);
+  ck_assert_int_eq(ncclSend(SBUF, 1, ncclFloat, 4, comm, STREAM), ncclInvalidArgument);
+  ck_assert_int_eq(ncclRecv(RBUF, 1, ncclFloat, -1, comm, STREAM), ncclInvalidArgument);
+  ck_assert_int_eq(ncclRecv(NULL, 1, ncclFloat, 0, comm, STREAM), ncclInvalidArgument);
+  /* Rank 1 is the root: the root's buffers are required. */
+  ck_assert_int_eq(ncclGather(SBUF, NULL, 1, ncclFloat, 1, comm, STREAM), ncclInvalidArgument);
+  ck_assert_int_eq(ncclScatter(NULL, RBUF, 1, ncclFloat, 1, comm, STREAM), ncclInvalidArgument);
+  ck_assert_int_eq(ncclBcast(NULL, 1, ncclFloat, 0, comm, STREAM), ncclInvalidArgument);
+  ck_assert_int_eq(st->ncalls, before); /* nothing was forwarded */
+  /* Legal: zero counts with NULL buffers, and buffers only the root needs. */
+  ck_assert_int_eq(ncclAllReduce(NULL, NULL, 0, ncclFloat, ncclSum, comm, STREAM), ncclSuccess);
+  ck_assert_int_eq(ncclReduce(SBUF, NULL, 1, ncclFloat, ncclSum, 0, comm, STREAM), ncclSuccess);
+  ck_assert_int_eq(ncclGather(SBUF, NULL, 1, ncclFloat, 0, comm, STREAM), ncclSuccess);
+  ck_assert_int_eq(ncclScatter(NULL, RBUF, 1, ncclFloat, 3, comm, STREAM), ncclSuccess);
+  ck_assert_int_eq(ncclBroadcast(NULL, RBUF, 1, ncclFloat, 0, comm, STREAM), ncclSuccess);
+  ck_assert_int_eq(ncclSend(NULL, 0, ncclFloat, 3, comm, STREAM), ncclSuccess);
+  /* Query and API arguments. */
+  ck_assert_int_eq(ncclCommCount(comm, NULL), ncclInvalidArgument);
+  ck_assert_int_eq(ncclCommGetAsyncError(comm, NULL), ncclInvalidArgument);
+  ck_assert_int_eq(ncclGetVersion(NULL), ncclInvalidArgument);
+  ck_assert_int_eq(ncclCommSplit(comm, 0, 0, NULL, NULL), ncclInvalidArgument);
+  ck_assert_int_eq(ncclCommInitRank(NULL, 2, (ncclUniqueId){{0}}, 0), ncclInvalidArgument);
+  ncclComm_t c2;
+  ck_assert_int_eq(ncclCommInitRank(&c2, 2, (ncclUniqueId){{0}}, 2), ncclInvalidArgument);
+  ck_assert_int_eq(ncclCommInitAll(NULL, 2, NULL), ncclInvalidArgument);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+}
+END_TEST
+
+START_TEST(test_bad_handles) {
+  struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
+  void *real;
+  ncclComm_t comm = make_comm(st, 2, 0, &real);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+  uint64_t junk[64];
+  memset(junk, 0x5a, sizeof(junk));
+  ncclComm_t bad[] = {NULL, comm, (ncclComm_t)junk, (ncclComm_t)(uintptr_t)0x10,
+                      (ncclComm_t)(uintptr_t)0xfffffffffff0ull};
+  int before = st->ncalls;
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    ncclComm_t b = bad[i];
+    int v;
+    ncclResult_t e;
+    ncclComm_t child;
+    ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 1, ncclFloat, ncclSum, b, STREAM),
+                     ncclInvalidArgument);
+    ck_assert_int_eq(ncclSend(SBUF, 1, ncclFloat, 0, b, STREAM), ncclInvalidArgument);
+    ck_assert_int_eq(ncclCommCount(b, &v), ncclInvalidArgument);
+    ck_assert_int_eq(ncclCommUserRank(b, &v), ncclInvalidArgument);
+    ck_assert_int_eq(ncclCommGetAsyncError(b, &e), ncclInvalidArgument);
+    ck_assert_int_eq(ncclCommFinalize(b), ncclInvalidArgument);
+    ck_assert_int_eq(ncclCommSplit(b, 0, 0, &child, NULL), ncclInvalidArgument);
+    ck_assert_int_eq(ncclCommRegister(b, RBUF, 1, (void **)&child), ncclInvalidArgument);
+    ck_assert_int_eq(ncclTeamWorld(b).rank, -1);
+    if (b != NULL) {
+      ck_assert_int_eq(ncclCommDestroy(b), ncclInvalidArgument);
+      ck_assert_int_eq(ncclCommAbort(b), ncclInvalidArgument);
+    }
+  }
+  ck_assert_int_eq(st->ncalls, before); /* no bad handle reached the real library */
+  ck_assert_int_eq(ncclCommDestroy(NULL), ncclSuccess);
+  ck_assert_int_eq(ncclCommAbort(NULL), ncclSuccess);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "invalid communicator"));
+}
+END_TEST
+
+START_TEST(test_groups) {
+  struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
+  int before = st->ncalls;
+  ck_assert_int_eq(ncclGroupEnd(), ncclInvalidUsage);
+  ck_assert_str_eq(ncclGetLastError(NULL), "ncclGroupEnd: not in a group call.");
+  ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+  ck_assert_int_eq(ncclGroupSimulateEnd(&sim), ncclInvalidUsage);
+  ck_assert_int_eq(st->ncalls, before); /* refused without forwarding */
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  ck_assert_int_eq(st->group_depth, 2);
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  ck_assert_int_eq(ncclGroupSimulateEnd(&sim), ncclSuccess);
+  ck_assert_float_eq(sim.estimatedTime, 42.0f);
+  ck_assert_int_eq(st->group_depth, 0);
+  ck_assert_int_eq(ncclGroupEnd(), ncclInvalidUsage);
+  /* The real group end's error comes back, and the depth still drops (as in NCCL). */
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  set_result(st, "ncclGroupEnd", ncclSystemError);
+  ck_assert_int_eq(ncclGroupEnd(), ncclSystemError);
+  ck_assert_int_eq(ncclGroupEnd(), ncclInvalidUsage);
+  /* A failed real start leaves the depth alone. */
+  set_result(st, "ncclGroupStart", ncclInternalError);
+  ck_assert_int_eq(ncclGroupStart(), ncclInternalError);
+  ck_assert_int_eq(ncclGroupEnd(), ncclInvalidUsage);
+}
+END_TEST
+
+START_TEST(test_error_strings) {
+  setenv("PLANCCL_NCCL_LIB", shim_test_path("PCL_FAKE_NCCL"), 1);
+  static const char *const want[] = {
+      "no error",
+      "unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+      "unhandled system error (run with NCCL_DEBUG=INFO for details)",
+      "internal error - please report this issue to the NCCL developers",
+      "invalid argument (run with NCCL_DEBUG=WARN for details)",
+      "invalid usage (run with NCCL_DEBUG=WARN for details)",
+      "remote process exited or there was a network error",
+      "NCCL operation in progress",
+  };
+  for (int i = 0; i < 8; i++) ck_assert_str_eq(ncclGetErrorString((ncclResult_t)i), want[i]);
+  ck_assert_str_eq(ncclGetErrorString(ncclNumResults), "unknown result code");
+  ck_assert_str_eq(ncclGetErrorString((ncclResult_t)-1), "unknown result code");
+  ck_assert_str_eq(pncclGetErrorString(ncclInProgress), want[7]);
+  ck_assert_str_eq(ncclGetLastError(NULL), "");
+}
+END_TEST
+
+START_TEST(test_missing_symbol_disables_one_function) {
+  struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL_PARTIAL");
+  void *real;
+  ncclComm_t comm = make_comm(st, 2, 0, &real);
+  ck_assert_int_eq(ncclAlltoAll(SBUF, RBUF, 1, ncclFloat, comm, STREAM), ncclInvalidUsage);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "ncclAlltoAll"));
+  ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 1, ncclFloat, ncclSum, comm, STREAM), ncclSuccess);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+}
+END_TEST
+
+TCase *shim_tcase_forward(void) {
+  TCase *tc = tcase_create("forward");
+  tcase_add_test(tc, test_unique_id_layout);
+  tcase_add_test(tc, test_collectives_forwarded);
+  tcase_add_test(tc, test_internal_calls_stay_in_real_library);
+  tcase_add_test(tc, test_other_functions_forwarded);
+  tcase_add_test(tc, test_premulsum_ops);
+  tcase_add_test(tc, test_argument_checks);
+  tcase_add_test(tc, test_bad_handles);
+  tcase_add_test(tc, test_groups);
+  tcase_add_test(tc, test_error_strings);
+  tcase_add_test(tc, test_missing_symbol_disables_one_function);
+  return tc;
+}
