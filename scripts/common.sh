@@ -27,8 +27,12 @@ pcl_install_deps() {
       return 1
     fi
   fi
-  if [ ! -x "$CUDA_HOME/bin/nvcc" ] || [ ! -f "$CUDA_HOME/include/nccl.h" ]; then
-    echo "the CUDA toolkit with nccl.h is needed under CUDA_HOME=$CUDA_HOME" >&2
+  if [ ! -x "$CUDA_HOME/bin/nvcc" ]; then
+    echo "the CUDA toolkit is needed under CUDA_HOME=$CUDA_HOME" >&2
+    return 1
+  fi
+  if [ ! -f "$CUDA_HOME/include/nccl.h" ] && [[ "${CMAKE_ARGS:-}" != *PCL_NCCL_INCLUDE_DIR* ]]; then
+    echo "nccl.h is needed under $CUDA_HOME/include (or CMAKE_ARGS=-DPCL_NCCL_INCLUDE_DIR=...)" >&2
     return 1
   fi
 }
