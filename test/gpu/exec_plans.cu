@@ -221,6 +221,7 @@ static int run_cases(rank_t *R, pcl_plan_t **plans, int np, res_t *res) {
   uint64_t seed = 1;
   for (int p = 0; p < np; p++) {
     const pcl_plan_t *pl = plans[p];
+    int pass0 = res->pass, fail0 = res->fail, skip0 = res->skip;
     int reducing = pl->collective != PCL_PLAN_COLL_ALLGATHER;
     for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
       case_t c;
@@ -258,6 +259,9 @@ static int run_cases(rank_t *R, pcl_plan_t **plans, int np, res_t *res) {
         }
       }
     }
+    if (rank == 0)
+      printf("  plan %-28s pass %4d fail %4d skip %4d\n", pl->name, res->pass - pass0,
+             res->fail - fail0, res->skip - skip0);
   }
   return 0;
 }
@@ -291,7 +295,8 @@ static int run_graph(rank_t *R, pcl_plan_t **plans, int np, res_t *res) {
   CK(pcl_exec_prepare(R->ctx[0], pl, &a));
   cudaGraph_t g;
   cudaGraphExec_t ge;
-  CUCK(cudaStreamBeginCapture(R->st[0], cudaStreamCaptureModeGlobal));
+  /* Thread-local capture: the other rank may be a thread of this process capturing too. */
+  CUCK(cudaStreamBeginCapture(R->st[0], cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < 100; i++)
     CK(pcl_exec_launch(R->ctx[0], pl, &a, R->st[0]));
   CUCK(cudaStreamEndCapture(R->st[0], &g));
@@ -322,7 +327,7 @@ static int run_graph(rank_t *R, pcl_plan_t **plans, int np, res_t *res) {
     cudaEvent_t e0, e1;
     CK(pcl_exec_prepare(R->ctx[0], pk, &b));
     CUCK(cudaMemsetAsync(R->d_out, 0, 1024, R->st[0]));
-    CUCK(cudaStreamBeginCapture(R->st[0], cudaStreamCaptureModeGlobal));
+    CUCK(cudaStreamBeginCapture(R->st[0], cudaStreamCaptureModeThreadLocal));
     for (int i = 0; i < 100; i++)
       CK(pcl_exec_launch(R->ctx[0], pk, &b, R->st[0]));
     CUCK(cudaStreamEndCapture(R->st[0], &g2));
@@ -548,7 +553,8 @@ int main(int argc, char **argv) {
                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   memset(g_res, 0, sizeof(res_t) * 2 * NR);
   int failed = 0;
-  for (int mode = 0; mode < 2; mode++) { /* 0 = threads, 1 = processes */
+  /* Processes first: the parent must not have initialised CUDA when it forks the ranks. */
+  for (int mode = 1; mode >= 0; mode--) { /* 0 = threads, 1 = processes */
     if (only && strcmp(only, mode ? "proc" : "thread"))
       continue;
     if (pcl_bootstrap_root_create(&g_handle) != ncclSuccess)
