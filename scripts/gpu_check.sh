@@ -36,7 +36,7 @@ grep 'took' "$logs/build.log"
 export PLANCCL_NCCL_LIB=${PLANCCL_NCCL_LIB:-$(scripts/find_real_nccl.sh)}
 echo "real NCCL: $PLANCCL_NCCL_LIB"
 
-( cd build-gpu && ctest -L gpu --output-on-failure --timeout 300 ) >"$logs/gpu_tests.log" 2>&1
+( cd build-gpu && ctest -L gpu -V --timeout 400 ) >"$logs/gpu_tests.log" 2>&1
 rc=$?
 grep -E 'tests passed|Test +#|\*\*\*' "$logs/gpu_tests.log" | tail -40
 note "gpu ctest: $(grep -E 'tests passed' "$logs/gpu_tests.log" || echo 'no result') (rc $rc)"
