@@ -280,8 +280,9 @@ static ncclResult_t conv_op(conv_t *v, yajl_val o, pcl_plan_op_t *op, int nested
     op->channel_type = (uint8_t)ct;
   }
   if ((res = get_str(c, o, "reduce_op", 0, &s)) != ncclSuccess) return res;
+  /* No reduce_op means "the call's op" (DESIGN.md): only an explicit one constrains the plan. */
   if (pcl_plan_op_is_reduce(t)) {
-    int r = s ? pcl_plan_red_from_name(s) : PCL_PLAN_RED_SUM;
+    int r = s ? pcl_plan_red_from_name(s) : PCL_PLAN_RED_NONE;
     if (r < 0) return pcl_plan_fail(c, "reduce_op", "unknown reduce_op '%s'", s);
     op->reduce_op = (uint8_t)r;
   } else if (s && pcl_plan_red_from_name(s) < 0) {

@@ -1,0 +1,407 @@
+/* SPDX-License-Identifier: MIT
+ * CPU simulator suite: arithmetic definitions (fp16/bf16/fp8, avg), every valid test plan, the
+ * MSCCL++ conformance plans and every shipped plan simulate correctly; deliberately broken (but
+ * valid) plans are shown wrong, uninitialised or deadlocked with a message naming the op. */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "pcl_test.h"
+#include "plan.h"
+#include "plan_test_util.h"
+#include "sim.h"
+#include "sim_int.h"
+
+/* ---- helpers -------------------------------------------------------------------------------- */
+
+typedef struct {
+  char paths[64][512];
+  int n;
+} file_list_t;
+
+static int cmp_str(const void *a, const void *b) { return strcmp(a, b); }
+
+/* *.json files of <source>/<rel> (optionally one level of sub-folders), sorted. */
+static void list_json(file_list_t *fl, const char *rel, int subdirs) {
+  char dir[600];
+  snprintf(dir, sizeof(dir), "%.300s/%.250s", test_src_dir(), rel);
+  DIR *d = opendir(dir);
+  ck_assert_msg(d != NULL, "cannot open %s", dir);
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL && fl->n < 64) {
+    if (e->d_name[0] == '.') continue;
+    size_t l = strlen(e->d_name);
+    char sub[256];
+    snprintf(sub, sizeof(sub), "%.120s/%.120s", rel, e->d_name);
+    if (l > 5 && strcmp(e->d_name + l - 5, ".json") == 0) {
+      snprintf(fl->paths[fl->n++], 512, "%.250s/%.250s", test_src_dir(), sub);
+    } else if (subdirs && strcmp(e->d_name, "dsl") != 0) {
+      char full[600];
+      snprintf(full, sizeof(full), "%.300s/%.250s", test_src_dir(), sub);
+      DIR *dd = opendir(full);
+      if (dd) {
+        closedir(dd);
+        list_json(fl, sub, 0);
+      }
+    }
+  }
+  closedir(d);
+  qsort(fl->paths, (size_t)fl->n, sizeof(fl->paths[0]), cmp_str);
+}
+
+static pcl_plan_t *load_ok(const char *path) {
+  pcl_plan_t *p = NULL;
+  char err[1024] = "";
+  ncclResult_t rc = pcl_plan_load(path, &p, err, sizeof(err));
+  ck_assert_msg(rc == ncclSuccess && p, "%s refused: %s", path, err);
+  return p;
+}
+
+/* Runs one configuration; returns the verdict and keeps the message in *out. */
+static pcl_sim_verdict_t run(const pcl_plan_t *p, ncclDataType_t dt, ncclRedOp_t op,
+                             pcl_sim_packet_t pk, uint64_t max_bytes, int nseeds, int any_op,
+                             pcl_sim_result_t *out) {
+  pcl_sim_opts_t o;
+  pcl_sim_opts_init(&o);
+  o.dtype = dt;
+  o.op = op;
+  o.packet = pk;
+  o.max_bytes = max_bytes;
+  o.nseeds = nseeds;
+  o.call_op_everywhere = any_op;
+  ck_assert_int_eq(pcl_sim_run(p, &o, out), ncclSuccess);
+  return out->verdict;
+}
+
+/* PASS (or, with allow_skip, SKIPPED: op not applicable, no size holds whole elements). */
+static void expect_ok(const pcl_plan_t *p, const char *path, ncclDataType_t dt, ncclRedOp_t op,
+                      pcl_sim_packet_t pk, uint64_t max_bytes, int nseeds, int any_op,
+                      int allow_skip) {
+  pcl_sim_result_t *r = pcl_calloc(1, sizeof(*r), "result");
+  pcl_sim_verdict_t v = run(p, dt, op, pk, max_bytes, nseeds, any_op, r);
+  ck_assert_msg(v == PCL_SIM_PASS || (allow_skip && v == PCL_SIM_SKIPPED), "%s %s/%s/%s: %s: %s",
+                path,
+                pcl_sim_dtype_name(dt), pcl_sim_op_name(op), pk == PCL_SIM_LL8 ? "ll8" : "ll16",
+                pcl_sim_verdict_name(v), r->message);
+  pcl_free(r);
+}
+
+/* Every dtype x op (x packet format for LL plans) at small sizes. */
+static void sweep(const pcl_plan_t *p, const char *path, uint64_t max_bytes, int any_op) {
+  int npk = p->protocol == PCL_PLAN_PROTO_LL ? 2 : 1;
+  for (int pk = 0; pk < npk; pk++)
+    for (int dt = 0; dt < ncclNumTypes; dt++)
+      for (int op = 0; op < ncclNumOps; op++)
+        expect_ok(p, path, (ncclDataType_t)dt, (ncclRedOp_t)op, (pcl_sim_packet_t)pk, max_bytes,
+                  2, any_op, 1);
+}
+
+/* ---- arithmetic ---------------------------------------------------------------------------- */
+
+START_TEST(test_minifloat_roundtrip) {
+  ncclDataType_t ts[] = {ncclFloat16, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
+  for (int k = 0; k < 4; k++) {
+    int nb = pcl_sim_dtype_size(ts[k]) == 2 ? 65536 : 256;
+    for (int i = 0; i < nb; i++) {
+      uint8_t in[2] = {(uint8_t)i, (uint8_t)(i >> 8)}, out[2] = {0, 0};
+      double v = pcl_sim_load(ts[k], in);
+      if (isnan(v) || isinf(v)) continue;
+      pcl_sim_store(ts[k], out, v);
+      ck_assert_msg(out[0] == in[0] && (nb == 256 || out[1] == in[1]), "%s 0x%04x -> %g",
+                    pcl_sim_dtype_name(ts[k]), i, v);
+    }
+  }
+  uint8_t b[2];
+  pcl_sim_store(ncclFloat16, b, 1.0 + 1.0 / 2048); /* tie: rounds to even (1.0) */
+  ck_assert_int_eq(b[0] | b[1] << 8, 0x3c00);
+  pcl_sim_store(ncclFloat16, b, 70000.0); /* IEEE overflow */
+  ck_assert_int_eq(b[0] | b[1] << 8, 0x7c00);
+  pcl_sim_store(ncclFloat8e4m3, b, 500.0); /* saturates to 448 */
+  ck_assert_int_eq(b[0], 0x7e);
+  pcl_sim_store(ncclFloat8e5m2, b, -1e9); /* saturates to -57344 */
+  ck_assert_int_eq(b[0], 0xfb);
+  ck_assert(pcl_sim_load(ncclFloat8e4m3, (uint8_t[]){0x7e}) == 448.0);
+  pcl_sim_store(ncclBfloat16, b, 3.0);
+  ck_assert_int_eq(b[0] | b[1] << 8, 0x4040);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+START_TEST(test_reduce_and_avg) {
+  int8_t a[4] = {100, -100, 7, -7}, c[4] = {100, -100, 1, -1};
+  pcl_sim_reduce(ncclInt8, ncclSum, a, c, 4); /* wraps: 200 -> -56 */
+  ck_assert_int_eq(a[0], -56);
+  ck_assert_int_eq(a[1], 56);
+  pcl_sim_avg_scale(ncclInt8, a, 4, 3); /* truncates toward zero */
+  ck_assert_int_eq(a[0], -18);
+  ck_assert_int_eq(a[2], 2);
+  ck_assert_int_eq(a[3], -2);
+  uint32_t u[2] = {7, 0xffffffffu}, v[2] = {3, 2};
+  pcl_sim_reduce(ncclUint32, ncclMin, u, v, 2);
+  ck_assert_uint_eq(u[0], 3);
+  ck_assert_uint_eq(u[1], 2);
+  float f[2] = {3.0f, -1.0f}, g[2] = {4.0f, 5.0f};
+  pcl_sim_reduce(ncclFloat32, ncclProd, f, g, 2);
+  ck_assert(f[0] == 12.0f && f[1] == -5.0f);
+  pcl_sim_avg_scale(ncclFloat32, f, 2, 3); /* x * (1/3) in fp32 */
+  ck_assert(f[0] == 12.0f * (1.0f / 3.0f));
+  uint8_t h[2];
+  pcl_sim_store(ncclFloat16, h, 3.0);
+  pcl_sim_avg_scale(ncclFloat16, h, 1, 2);
+  ck_assert(pcl_sim_load(ncclFloat16, h) == 1.5);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+/* ---- plans that must pass ------------------------------------------------------------------- */
+
+START_TEST(test_good_plans) {
+  file_list_t *fl = pcl_calloc(1, sizeof(*fl), "list");
+  list_json(fl, "test/data/plans/good", 0);
+  ck_assert_int_gt(fl->n, 0);
+  for (int i = 0; i < fl->n; i++) {
+    pcl_plan_t *p = load_ok(fl->paths[i]);
+    expect_ok(p, fl->paths[i], ncclFloat32, ncclSum, PCL_SIM_LL16, 0, 6, 0, 0);
+    /* The data flow does not depend on the op: run every dtype/op as the call's op. */
+    sweep(p, fl->paths[i], 8 << 10, 1);
+    pcl_plan_destroy(p);
+  }
+  pcl_free(fl);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+START_TEST(test_conformance_plans) {
+  file_list_t *fl = pcl_calloc(1, sizeof(*fl), "list");
+  list_json(fl, "test/data/plans/conformance", 0);
+  ck_assert_int_gt(fl->n, 0);
+  int nrefused = 0, npassed = 0;
+  for (int i = 0; i < fl->n; i++) {
+    pcl_plan_t *p = NULL;
+    char err[1024] = "";
+    if (strstr(fl->paths[i], "nvls")) {
+      ck_assert_int_ne(pcl_plan_load(fl->paths[i], &p, err, sizeof(err)), ncclSuccess);
+      ck_assert_msg(strstr(err, "NVLS") != NULL, "%s: %s", fl->paths[i], err);
+      nrefused++;
+      continue;
+    }
+    p = load_ok(fl->paths[i]);
+    if (strstr(fl->paths[i], "reduce_tbg_2")) {
+      /* Genuine race in MSCCL++'s plan: block 0 of rank 0 gets the part of rank 1's scratch
+       * that rank 1's block 1 fills, but only synchronises with rank 1's block 0 (tbg slices
+       * span the whole 2-chunk range). Round-robin hides it; rank-ordered greedy shows it. */
+      pcl_sim_result_t *r = pcl_calloc(1, sizeof(*r), "result");
+      ck_assert_int_eq(run(p, ncclFloat32, ncclSum, PCL_SIM_LL16, 0, 4, 0, r), PCL_SIM_UNINIT);
+      ck_assert_msg(strstr(r->message, "gpus[0].threadblocks[0].ops[7] (get)"), "%s", r->message);
+      ck_assert_int_eq(run(p, ncclFloat32, ncclSum, PCL_SIM_LL16, 0, 1, 0, r), PCL_SIM_PASS);
+      pcl_free(r);
+    } else {
+      expect_ok(p, fl->paths[i], ncclFloat32, ncclSum, PCL_SIM_LL16, 0, 6, 0, 0);
+      sweep(p, fl->paths[i], 8 << 10, 0); /* reduce_op "sum" fixed: other ops are skipped */
+      npassed++;
+    }
+    pcl_plan_destroy(p);
+  }
+  ck_assert_int_eq(nrefused, 3);
+  ck_assert_int_ge(npassed, 7);
+  pcl_free(fl);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+START_TEST(test_shipped_plans) {
+  file_list_t *fl = pcl_calloc(1, sizeof(*fl), "list");
+  list_json(fl, "plans", 1);
+  ck_assert_int_ge(fl->n, 6);
+  for (int i = 0; i < fl->n; i++) {
+    pcl_plan_t *p = load_ok(fl->paths[i]);
+    /* Shipped plans leave reduce_op out (the call's op): any_op makes that explicit until the
+     * loader maps an absent reduce_op to PCL_PLAN_RED_NONE. */
+    sweep(p, fl->paths[i], 16 << 10, 1);
+    expect_ok(p, fl->paths[i], ncclFloat32, ncclSum, PCL_SIM_LL16, 0, 4, 1, 0);
+    /* Every size in range that splits into 16-byte units per chunk is runnable. */
+    uint64_t sizes[PCL_SIM_MAX_SIZES];
+    int n = pcl_sim_auto_sizes(p, 0, sizes, PCL_SIM_MAX_SIZES);
+    ck_assert_int_gt(n, 1);
+    ck_assert_uint_le(sizes[0], p->min_message_size + 32);
+    ck_assert_uint_eq(sizes[n - 1], p->max_message_size);
+    pcl_plan_destroy(p);
+  }
+  pcl_free(fl);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+/* ---- plans that must fail, pointing at the op -------------------------------------------------- */
+
+static void expect_broken(const char *file, pcl_sim_verdict_t want, int nseeds, const char *needle1,
+                          const char *needle2) {
+  char path[512];
+  pcl_plan_t *p = load_ok(plan_path(path, sizeof(path), file));
+  pcl_sim_result_t *r = pcl_calloc(1, sizeof(*r), "result");
+  pcl_sim_verdict_t v = run(p, ncclFloat32, ncclSum, PCL_SIM_LL16, 64 << 10, nseeds, 1, r);
+  ck_assert_msg(v == want, "%s: %s (want %s): %s", file, pcl_sim_verdict_name(v),
+                pcl_sim_verdict_name(want), r->message);
+  ck_assert_msg(strstr(r->message, needle1), "%s: '%s' not in: %s", file, needle1, r->message);
+  if (needle2) ck_assert_msg(strstr(r->message, needle2), "%s: '%s' not in: %s", file, needle2, r->message);
+  pcl_free(r);
+  pcl_plan_destroy(p);
+}
+
+START_TEST(test_broken_wrong_chunk) {
+  expect_broken("broken/wrong_chunk.json", PCL_SIM_WRONG, 4, "wrong result: rank 0 output byte 0",
+                "gpus[0].threadblocks[0].ops[3] (upkt)");
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+START_TEST(test_broken_missing_wait) {
+  expect_broken("broken/missing_wait.json", PCL_SIM_UNINIT, 4, "gpus[1].threadblocks[0].ops[6] (res)",
+                "rank 1's scratch, which nothing ever wrote");
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+START_TEST(test_broken_swapped_peer) {
+  expect_broken("broken/swapped_peer.json", PCL_SIM_DEADLOCK, 4,
+                "gpus[1].threadblocks[0].ops[1] (respkt)", "never written");
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+START_TEST(test_broken_single_scratch) {
+  /* Only an interleaving where a rank runs a call ahead shows it: random schedules (seed >= 3). */
+  expect_broken("broken/single_scratch.json", PCL_SIM_DEADLOCK, 12, "(repkt)", "from a later call");
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+START_TEST(test_skip_and_sizes) {
+  char path[512];
+  pcl_plan_t *p = load_ok(plan_path(path, sizeof(path), "good/ar2_ll.json"));
+  pcl_sim_result_t *r = pcl_calloc(1, sizeof(*r), "result");
+  /* reduce_op "sum" in the plan: a max call does not apply. */
+  ck_assert_int_eq(run(p, ncclFloat32, ncclMax, PCL_SIM_LL16, 0, 1, 0, r), PCL_SIM_SKIPPED);
+  ck_assert_int_eq(pcl_sim_plan_supports_op(p, ncclAvg), 1);
+  /* Explicit sizes: non-runnable ones are dropped. */
+  pcl_sim_opts_t o;
+  pcl_sim_opts_init(&o);
+  uint64_t sizes[] = {3, 4096, 4100};
+  o.sizes = sizes;
+  o.nsizes = 3;
+  ck_assert_int_eq(pcl_sim_run(p, &o, r), ncclSuccess);
+  ck_assert_int_eq(r->verdict, PCL_SIM_PASS);
+  ck_assert_int_eq(r->nsizes, 1);
+  ck_assert_uint_eq(r->sizes[0], 4096);
+  pcl_free(r);
+  pcl_plan_destroy(p);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+
+/* ---- other collectives, inline plans ------------------------------------------------------- */
+
+#define MEMCH(peer) "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[" #peer "]}]"
+#define TBCH "\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":[0]}]"
+#define TBRB "\"remote_buffer_refs\":[{\"access_channel_type\":\"memory\",\"remote_buffer_ids\":[0]}]"
+
+/* Broadcast from root 0 (Simple): rank 1 says it is ready, rank 0 puts into rank 1's output. */
+static const char k_bcast[] =
+    "{\"name\":\"bc2\",\"collective\":\"broadcast\",\"protocol\":\"Simple\",\"inplace\":false,"
+    "\"gpus\":["
+    "{\"id\":0,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0," MEMCH(1) ","
+    "\"remote_buffers\":[{\"rank\":1,\"type\":\"o\",\"access_channel_types\":[\"memory\"]}],"
+    "\"threadblocks\":[{\"id\":0," TBCH "," TBRB ",\"ops\":["
+    "{\"name\":\"wait\",\"channel_type\":\"memory\",\"channel_ids\":[0]},{\"name\":\"nop\"},"
+    "{\"name\":\"copy\",\"src_buff\":[{\"type\":\"i\",\"index\":0,\"size\":1}],"
+    "\"dst_buff\":[{\"type\":\"o\",\"index\":0,\"size\":1}]},"
+    "{\"name\":\"put\",\"channel_type\":\"memory\",\"src_buff\":[{\"type\":\"i\",\"index\":0,"
+    "\"size\":1}],\"dst_buff\":[{\"buffer_id\":0,\"index\":0,\"size\":1}]},{\"name\":\"nop\"},"
+    "{\"name\":\"signal\",\"channel_type\":\"memory\",\"channel_ids\":[0]}]}]},"
+    "{\"id\":1,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0," MEMCH(0) ","
+    "\"threadblocks\":[{\"id\":0," TBCH ",\"ops\":["
+    "{\"name\":\"signal\",\"channel_type\":\"memory\",\"channel_ids\":[0]},"
+    "{\"name\":\"wait\",\"channel_type\":\"memory\",\"channel_ids\":[0]}]}]}]}";
+
+/* Reduce to root 0 (LL): rank 1 packs its input into rank 0's scratch, rank 0 reduces and then
+ * signals "consumed", which rank 1 waits for before its call ends. Without that wait rank 1 runs
+ * calls ahead and overwrites packets rank 0 has not read (double scratch covers one call). */
+static const char k_reduce[] =
+    "{\"name\":\"re2\",\"collective\":\"reduce\",\"protocol\":\"LL\",\"inplace\":false,"
+    "\"use_double_scratch_buffer\":true,\"gpus\":["
+    "{\"id\":0,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":1," MEMCH(1) ","
+    "\"threadblocks\":[{\"id\":0," TBCH ",\"ops\":["
+    "{\"name\":\"repkt\",\"src_buff\":[{\"type\":\"i\",\"index\":0,\"size\":1},"
+    "{\"type\":\"s\",\"index\":0,\"size\":1}],\"dst_buff\":[{\"type\":\"o\",\"index\":0,"
+    "\"size\":1}]},{\"name\":\"nop\"},"
+    "{\"name\":\"signal\",\"channel_type\":\"memory\",\"channel_ids\":[0]}]}]},"
+    "{\"id\":1,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":1," MEMCH(0) ","
+    "\"remote_buffers\":[{\"rank\":0,\"type\":\"s\",\"access_channel_types\":[\"memory\"]}],"
+    "\"threadblocks\":[{\"id\":0," TBCH "," TBRB ",\"ops\":["
+    "{\"name\":\"ppkt\",\"channel_type\":\"memory\",\"src_buff\":[{\"type\":\"i\",\"index\":0,"
+    "\"size\":1}],\"dst_buff\":[{\"buffer_id\":0,\"index\":0,\"size\":1}]},"
+    "{\"name\":\"wait\",\"channel_type\":\"memory\",\"channel_ids\":[0]}]}]}]}";
+
+static pcl_plan_t *load_text(const char *name, const char *text) {
+  pcl_plan_t *p = NULL;
+  char err[1024] = "";
+  ncclResult_t rc = pcl_plan_load_buffer(name, text, strlen(text), &p, err, sizeof(err));
+  ck_assert_msg(rc == ncclSuccess && p, "%s refused: %s", name, err);
+  return p;
+}
+
+START_TEST(test_broadcast_and_reduce) {
+  pcl_plan_t *p = load_text("bcast", k_bcast);
+  sweep(p, "bcast", 8 << 10, 0);
+  expect_ok(p, "bcast", ncclFloat32, ncclSum, PCL_SIM_LL16, 0, 6, 0, 0);
+  pcl_plan_destroy(p);
+  p = load_text("reduce", k_reduce);
+  sweep(p, "reduce", 8 << 10, 0);
+  expect_ok(p, "reduce", ncclFloat64, ncclMax, PCL_SIM_LL8, 0, 6, 1, 0);
+  pcl_plan_destroy(p);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+START_TEST(test_outofplace_ok_is_checked) {
+  /* The one-phase in-place allreduce writes its result into the input: claiming it also works
+   * out of place is wrong, and the simulator's out-of-place run shows it. */
+  char path[512];
+  snprintf(path, sizeof(path), "%s/plans/allreduce/2gpu_ll1_inplace.json", test_src_dir());
+  char *text = read_text(path, NULL);
+  ck_assert(text != NULL);
+  char *bad = replace_all(text, "\"inplace\": true", "\"inplace\": true, \"outofplace_ok\": true");
+  pcl_plan_t *p = load_text("oop_claim", bad);
+  ck_assert_int_eq(p->outofplace_ok, 1);
+  pcl_sim_result_t *r = pcl_calloc(1, sizeof(*r), "result");
+  ck_assert_int_eq(run(p, ncclFloat32, ncclSum, PCL_SIM_LL16, 4096, 1, 1, r), PCL_SIM_WRONG);
+  ck_assert_msg(strstr(r->message, "out-of-place buffers"), "%s", r->message);
+  pcl_free(r);
+  pcl_plan_destroy(p);
+  free(text);
+  free(bad);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("sim");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_minifloat_roundtrip);
+  tcase_add_test(tc, test_reduce_and_avg);
+  tcase_add_test(tc, test_good_plans);
+  tcase_add_test(tc, test_conformance_plans);
+  tcase_add_test(tc, test_shipped_plans);
+  tcase_add_test(tc, test_broken_wrong_chunk);
+  tcase_add_test(tc, test_broken_missing_wait);
+  tcase_add_test(tc, test_broken_swapped_peer);
+  tcase_add_test(tc, test_broken_single_scratch);
+  tcase_add_test(tc, test_skip_and_sizes);
+  tcase_add_test(tc, test_broadcast_and_reduce);
+  tcase_add_test(tc, test_outofplace_ok_is_checked);
+  suite_add_tcase(s, tc);
+  return pcl_test_run_suite(s);
+}
