@@ -34,6 +34,10 @@ typedef struct pcl_bootstrap pcl_bootstrap_t;
  * one communicator (it exits once every rank got its ring successor, or on timeout). */
 ncclResult_t pcl_bootstrap_root_create(pcl_bootstrap_handle_t *handle);
 
+/* Number of root threads of this process still running (tests wait for 0 before counting
+ * threads, fds and allocations). */
+int pcl_bootstrap_roots_active(void);
+
 /* 1 when the handle carries a planccl bootstrap (nonzero magic and a known address family). */
 int pcl_bootstrap_handle_valid(const pcl_bootstrap_handle_t *handle);
 
@@ -52,7 +56,8 @@ ncclResult_t pcl_bootstrap_barrier(pcl_bootstrap_t *b);
 /* Tagged point-to-point messages. Messages between one (sender, receiver, tag) arrive in send
  * order; different tags or peers may be received in any order (unexpected ones are queued).
  * The receive size must equal the send size (a mismatch is an error). send may return before the
- * peer received. tag must be >= 0 (negative tags are reserved for internal use). */
+ * peer received. tag must be >= 0 (negative tags are reserved for internal use, and tags
+ * >= 1 << 30 for transport connection setup: PCL_TRANSPORT_TAG_BASE in transport.h). */
 ncclResult_t pcl_bootstrap_send(pcl_bootstrap_t *b, int peer, int tag, const void *buf,
                                 size_t bytes);
 ncclResult_t pcl_bootstrap_recv(pcl_bootstrap_t *b, int peer, int tag, void *buf, size_t bytes);

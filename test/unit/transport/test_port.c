@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT
+ * Port channels end to end without a GPU: two ranks, each with a proxy fed by a CPU producer,
+ * move data and flags over TCP (threads on loopback, and processes in two network namespaces
+ * with different PLANCCL_HOST_IDs) and over InfiniBand where an HCA exists; plus topology. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "bootstrap.h"
+#include "log.h"
+#include "mp_launch.h"
+#include "param.h"
+#include "pcl_test.h"
+#include "proxy.h"
+#include "topo.h"
+
+#include "port_check.h"
+
+START_TEST(test_tcp_threads) {
+  setenv("PLANCCL_SOCKET_IFNAME", "lo", 1);
+  pcl_param_reset();
+  static port_args_t a;
+  a.kind = PCL_TRANSPORT_NONE; /* no GPU, no HCA assumed: */
+  a.expect = pcl_ib_device_count() > 0 ? PCL_TRANSPORT_IB : PCL_TRANSPORT_TCP;
+  ck_assert_int_eq(pcl_bootstrap_root_create(&a.handle), ncclSuccess);
+  ck_assert_int_eq(pcl_mp_run_threads(2, port_rank, &a, NULL), 0);
+  a.kind = a.expect = PCL_TRANSPORT_TCP;
+  ck_assert_int_eq(pcl_bootstrap_root_create(&a.handle), ncclSuccess);
+  ck_assert_int_eq(pcl_mp_run_threads(2, port_rank, &a, NULL), 0);
+  for (int i = 0; i < 500 && pcl_bootstrap_roots_active() > 0; i++)
+    usleep(10000);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+START_TEST(test_ib_loopback) {
+  setenv("PLANCCL_SOCKET_IFNAME", "lo", 1);
+  pcl_param_reset();
+  static port_args_t a;
+  a.kind = a.expect = PCL_TRANSPORT_IB;
+  ck_assert_int_eq(pcl_bootstrap_root_create(&a.handle), ncclSuccess);
+  ck_assert_int_eq(pcl_mp_run_threads(2, port_rank, &a, NULL), 0);
+}
+END_TEST
+
+/* ---- topology: 4 forked ranks pretending to be 2 hosts ---- */
+
+static pcl_bootstrap_handle_t g_handle;
+static int topo_rank(int rank, int n, void *arg) {
+  int rc = 0;
+  pcl_bootstrap_t *b = NULL;
+  pcl_topo_t *t = NULL;
+  char id[16];
+  snprintf(id, sizeof(id), "host%d", rank / 2);
+  setenv("PLANCCL_HOST_ID", id, 1);
+  pcl_param_reset();
+  RCHECK(pcl_bootstrap_create(&g_handle, rank, n, NULL, &b) == ncclSuccess, 1);
+  RCHECK(pcl_topo_create(b, -1, &t) == ncclSuccess, 2);
+  RCHECK(pcl_topo_nnodes(t) == 2, 3);
+  RCHECK(pcl_topo_ranks_per_node(t) == 2, 4);
+  RCHECK(pcl_topo_local_rank(t, rank) == rank % 2, 5);
+  RCHECK(pcl_topo_node(t, rank) == rank / 2, 6);
+  RCHECK(pcl_topo_same_host(t, 0, 1) && !pcl_topo_same_host(t, 1, 2), 7);
+  RCHECK(!pcl_topo_same_process(t, 0, 1) && pcl_topo_same_process(t, rank, rank), 8);
+  for (int r = 0; r < n; r++)
+    RCHECK(!pcl_topo_peer_access(t, rank, r), 9);
+  RCHECK(pcl_topo_rank_info(t, rank)->cuda_dev == -1, 10);
+  RCHECK(pcl_topo_rank_info(t, 3)->pid != 0, 11);
+out:
+  pcl_topo_destroy(t);
+  pcl_bootstrap_destroy(b);
+  return rc;
+}
+
+START_TEST(test_topo_two_hosts) {
+  setenv("PLANCCL_SOCKET_IFNAME", "lo", 1);
+  pcl_param_reset();
+  ck_assert_int_eq(pcl_bootstrap_root_create(&g_handle), ncclSuccess);
+  ck_assert_int_eq(pcl_mp_run(4, topo_rank, NULL, 60, NULL), 0);
+}
+END_TEST
+
+START_TEST(test_topo_threads_same_process) {
+  setenv("PLANCCL_SOCKET_IFNAME", "lo", 1);
+  unsetenv("PLANCCL_HOST_ID");
+  pcl_param_reset();
+  pcl_bootstrap_handle_t h;
+  ck_assert_int_eq(pcl_bootstrap_root_create(&h), ncclSuccess);
+  /* one rank: the whole picture is itself */
+  pcl_bootstrap_t *b = NULL;
+  pcl_topo_t *t = NULL;
+  ck_assert_int_eq(pcl_bootstrap_create(&h, 0, 1, NULL, &b), ncclSuccess);
+  ck_assert_int_eq(pcl_topo_create(b, -1, &t), ncclSuccess);
+  ck_assert_int_eq(pcl_topo_nnodes(t), 1);
+  ck_assert_int_eq(pcl_topo_ranks_per_node(t), 1);
+  ck_assert(pcl_topo_same_process(t, 0, 0));
+  ck_assert_int_eq(pcl_topo_node(t, 5), -1);
+  unsigned char mask[128];
+  ck_assert_int_eq(pcl_topo_pci_local_cpus("0000:ff:ff.7", mask, sizeof(mask)), 0);
+  pcl_topo_destroy(t);
+  pcl_bootstrap_destroy(b);
+  for (int i = 0; i < 500 && pcl_bootstrap_roots_active() > 0; i++)
+    usleep(10000);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+#ifdef PCL_TEST_IB_ONLY
+/* test_ib: the IB loopback alone, skipped (77) where no HCA or soft-RoCE device exists. */
+int main(void) {
+  if (pcl_ib_device_count() == 0) {
+    fprintf(stderr, "no usable InfiniBand/RoCE device: skipped\n");
+    return 77;
+  }
+  Suite *s = suite_create("ib");
+  TCase *tc = tcase_create("ib");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_ib_loopback);
+  suite_add_tcase(s, tc);
+  return pcl_test_run_suite(s);
+}
+#else
+int main(void) {
+  Suite *s = suite_create("port");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_topo_threads_same_process);
+  tcase_add_test(tc, test_topo_two_hosts);
+  tcase_add_test(tc, test_tcp_threads);
+  if (pcl_ib_device_count() > 0)
+    tcase_add_test(tc, test_ib_loopback);
+  suite_add_tcase(s, tc);
+  return pcl_test_run_suite(s);
+}
+#endif

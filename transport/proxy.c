@@ -1,0 +1,424 @@
+/* SPDX-License-Identifier: MIT
+ * The proxy thread: drains the FIFO in order, turns data/flag/sync triggers into transport puts,
+ * signals and flushes, and publishes the tail (a SYNC trigger only once every earlier transfer
+ * completed). Tables are frozen once the thread runs. */
+#define _GNU_SOURCE
+#include "proxy.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+
+#include "alloc.h"
+#include "log.h"
+#include "pcl_check.h"
+
+typedef struct {
+  int used;
+  pcl_mem_local_t local;
+  pcl_mem_remote_t *remote; /* per peer */
+  uint8_t *remote_set;      /* per peer */
+} mem_entry_t;
+
+typedef struct {
+  int used;
+  pcl_proxy_channel_t desc;
+  void *conn;
+  const struct pcl_transport_ops *ops;
+  uint64_t outbound; /* flags sent */
+} chan_entry_t;
+
+typedef struct {
+  int peer;
+  pcl_transport_kind_t kind;
+  void *conn;
+} conn_entry_t;
+
+struct pcl_proxy {
+  pcl_proxy_config_t cfg;
+  char bus_id[32];
+  pcl_fifo_t *fifo;
+  pcl_transport_ctx_t ctx;
+  int inited[PCL_TRANSPORT_COUNT];
+  mem_entry_t mem[PCL_FIFO_MAX_MEMORIES];
+  chan_entry_t chan[PCL_FIFO_MAX_CHANNELS];
+  conn_entry_t *conns;
+  int nconns, cap_conns;
+  pthread_t thread;
+  int running;
+  atomic_int stop;
+  _Atomic int error;
+  _Atomic uint64_t consumed;
+  int sync_pending; /* the trigger at the tail is a SYNC whose flush is not done yet */
+};
+
+static const pcl_mem_local_t *lookup(void *owner, uint32_t id) {
+  pcl_proxy_t *p = owner;
+  return (id < PCL_FIFO_MAX_MEMORIES && p->mem[id].used) ? &p->mem[id].local : NULL;
+}
+
+ncclResult_t pcl_proxy_create(const pcl_proxy_config_t *cfg, pcl_proxy_t **out) {
+  ncclResult_t res;
+  pcl_proxy_t *p = NULL;
+  PCL_CALLOC(p, 1, "proxy");
+  if (p == NULL)
+    return ncclSystemError;
+  p->cfg = *cfg;
+  if (cfg->bus_id != NULL)
+    snprintf(p->bus_id, sizeof(p->bus_id), "%s", cfg->bus_id);
+  p->cfg.bus_id = p->bus_id;
+  pcl_fifo_mem_t fm = cfg->fifo_mem;
+  if (fm == PCL_FIFO_MEM_AUTO)
+    fm = cfg->cuda_dev >= 0 ? PCL_FIFO_MEM_CUDA : PCL_FIFO_MEM_HOST;
+  if (fm == PCL_FIFO_MEM_CUDA && cfg->cuda_dev >= 0 &&
+      cudaSetDevice(cfg->cuda_dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    PCL_WARN(PCL_LOG_PORT, "proxy: cudaSetDevice(%d) failed", cfg->cuda_dev);
+    pcl_free(p);
+    return ncclUnhandledCudaError;
+  }
+  res = pcl_fifo_create(cfg->fifo_size, fm, &p->fifo);
+  if (res != ncclSuccess) {
+    pcl_free(p);
+    return res;
+  }
+  p->ctx.rank = cfg->rank;
+  p->ctx.nranks = cfg->nranks;
+  p->ctx.cuda_dev = cfg->cuda_dev;
+  p->ctx.bootstrap = cfg->bootstrap;
+  p->ctx.abort_flag = cfg->abort_flag;
+  p->ctx.lookup = lookup;
+  p->ctx.owner = p;
+  *out = p;
+  return ncclSuccess;
+}
+
+pcl_fifo_device_t pcl_proxy_fifo(const pcl_proxy_t *p) {
+  return pcl_fifo_device(p->fifo);
+}
+ncclResult_t pcl_proxy_error(const pcl_proxy_t *p) {
+  return (ncclResult_t)atomic_load_explicit(&((pcl_proxy_t *)p)->error, memory_order_acquire);
+}
+uint64_t pcl_proxy_consumed(const pcl_proxy_t *p) {
+  return atomic_load_explicit(&((pcl_proxy_t *)p)->consumed, memory_order_relaxed);
+}
+
+static ncclResult_t ensure_init(pcl_proxy_t *p, pcl_transport_kind_t kind) {
+  if (p->inited[kind])
+    return ncclSuccess;
+  PCL_CHECK(pcl_transport_get(kind)->init(&p->ctx));
+  p->inited[kind] = 1;
+  return ncclSuccess;
+}
+
+static void *find_conn(pcl_proxy_t *p, int peer, pcl_transport_kind_t kind) {
+  for (int i = 0; i < p->nconns; i++)
+    if (p->conns[i].peer == peer && p->conns[i].kind == kind)
+      return p->conns[i].conn;
+  return NULL;
+}
+
+ncclResult_t pcl_proxy_connect(pcl_proxy_t *p, int peer, pcl_transport_kind_t kind) {
+  if (p->running) {
+    PCL_WARN(PCL_LOG_PORT, "proxy: connect after start");
+    return ncclInvalidUsage;
+  }
+  if (peer < 0 || peer >= p->cfg.nranks || kind <= PCL_TRANSPORT_NONE ||
+      kind >= PCL_TRANSPORT_COUNT) {
+    PCL_WARN(PCL_LOG_PORT, "proxy: connect to peer %d over kind %d: out of range", peer, kind);
+    return ncclInvalidArgument;
+  }
+  if (find_conn(p, peer, kind) != NULL)
+    return ncclSuccess;
+  PCL_CHECK(ensure_init(p, kind));
+  if (p->nconns == p->cap_conns) {
+    int ncap = p->cap_conns ? 2 * p->cap_conns : 8;
+    conn_entry_t *nc =
+        pcl_realloc(p->conns, (size_t)p->cap_conns, (size_t)ncap, sizeof(*nc), "proxy connections");
+    if (nc == NULL)
+      return ncclSystemError;
+    p->conns = nc;
+    p->cap_conns = ncap;
+  }
+  void *conn = NULL;
+  PCL_CHECK(pcl_transport_get(kind)->connect(&p->ctx, peer, &conn));
+  p->conns[p->nconns++] = (conn_entry_t){peer, kind, conn};
+  PCL_INFO(PCL_LOG_PORT, "proxy rank %d: connected to rank %d over %s", p->cfg.rank, peer,
+           pcl_transport_name(kind));
+  return ncclSuccess;
+}
+
+ncclResult_t pcl_proxy_mem_reg(pcl_proxy_t *p, uint32_t id, void *base, size_t size, int is_device,
+                               uint32_t kinds_mask, pcl_mem_remote_t *exp) {
+  if (p->running || id >= PCL_FIFO_MAX_MEMORIES || p->mem[id].used || base == NULL) {
+    PCL_WARN(PCL_LOG_PORT, "proxy: cannot register memory id %u (%s)", id,
+             p->running                    ? "proxy running"
+             : id >= PCL_FIFO_MAX_MEMORIES ? "id out of range"
+             : base == NULL                ? "NULL base"
+                                           : "id in use");
+    return ncclInvalidUsage;
+  }
+  mem_entry_t *m = &p->mem[id];
+  PCL_CALLOC(m->remote, (size_t)p->cfg.nranks, "proxy remote memory");
+  PCL_CALLOC(m->remote_set, (size_t)p->cfg.nranks, "proxy remote flags");
+  if (m->remote == NULL || m->remote_set == NULL)
+    goto err_nomem;
+  m->local = (pcl_mem_local_t){.id = id, .is_device = is_device, .base = base, .size = size};
+  memset(exp, 0, sizeof(*exp));
+  exp->addr = (uint64_t)(uintptr_t)base;
+  exp->size = size;
+  exp->mem_id = id;
+  exp->is_device = (uint32_t)is_device;
+  for (int k = 1; k < PCL_TRANSPORT_COUNT; k++) {
+    int connected = 0;
+    for (int i = 0; i < p->nconns; i++)
+      connected |= p->conns[i].kind == (pcl_transport_kind_t)k;
+    if (!connected && !(kinds_mask & (1u << k)))
+      continue;
+    ncclResult_t res = ensure_init(p, (pcl_transport_kind_t)k);
+    if (res == ncclSuccess)
+      res = pcl_transport_get((pcl_transport_kind_t)k)->mem_reg(&p->ctx, &m->local, exp);
+    if (res != ncclSuccess) {
+      for (int j = 1; j < k; j++)
+        if (m->local.reg[j] != NULL)
+          pcl_transport_get((pcl_transport_kind_t)j)->mem_dereg(&p->ctx, &m->local);
+      pcl_free(m->remote);
+      pcl_free(m->remote_set);
+      memset(m, 0, sizeof(*m));
+      return res;
+    }
+  }
+  m->used = 1;
+  return ncclSuccess;
+err_nomem:
+  pcl_free(m->remote);
+  pcl_free(m->remote_set);
+  memset(m, 0, sizeof(*m));
+  return ncclSystemError;
+}
+
+ncclResult_t pcl_proxy_mem_set_remote(pcl_proxy_t *p, uint32_t id, int peer,
+                                      const pcl_mem_remote_t *remote) {
+  if (p->running || id >= PCL_FIFO_MAX_MEMORIES || !p->mem[id].used || peer < 0 ||
+      peer >= p->cfg.nranks) {
+    PCL_WARN(PCL_LOG_PORT, "proxy: cannot set remote memory id %u of peer %d", id, peer);
+    return ncclInvalidUsage;
+  }
+  p->mem[id].remote[peer] = *remote;
+  p->mem[id].remote_set[peer] = 1;
+  return ncclSuccess;
+}
+
+ncclResult_t pcl_proxy_channel_set(pcl_proxy_t *p, uint32_t id, const pcl_proxy_channel_t *ch) {
+  void *conn = NULL;
+  if (!p->running && id < PCL_FIFO_MAX_CHANNELS && ch->peer >= 0 && ch->peer < p->cfg.nranks &&
+      ch->kind > PCL_TRANSPORT_NONE && ch->kind < PCL_TRANSPORT_COUNT)
+    conn = find_conn(p, ch->peer, ch->kind);
+  if (conn == NULL) {
+    PCL_WARN(PCL_LOG_PORT, "proxy: cannot set channel %u (peer %d over %s: %s)", id, ch->peer,
+             pcl_transport_name(ch->kind), p->running ? "proxy running" : "not connected");
+    return ncclInvalidUsage;
+  }
+  chan_entry_t *c = &p->chan[id];
+  c->used = 1;
+  c->desc = *ch;
+  c->conn = conn;
+  c->ops = pcl_transport_get(ch->kind);
+  c->outbound = 0;
+  return ncclSuccess;
+}
+
+/* ---- the loop ---- */
+
+static void fail(pcl_proxy_t *p, ncclResult_t res) {
+  int expected = ncclSuccess;
+  atomic_compare_exchange_strong(&p->error, &expected, (int)res);
+}
+
+static ncclResult_t handle(pcl_proxy_t *p, const pcl_fifo_trigger_t *t, int *is_sync) {
+  uint32_t type = pcl_fifo_trig_type(t), cid = pcl_fifo_trig_channel(t);
+  chan_entry_t *c = &p->chan[cid];
+  *is_sync = 0;
+  if (!c->used) {
+    PCL_WARN(PCL_LOG_PORT, "proxy rank %d: trigger names unknown channel %u", p->cfg.rank, cid);
+    return ncclInvalidUsage;
+  }
+  int peer = c->desc.peer;
+  if (type & PCL_FIFO_TYPE_DATA) {
+    uint32_t sid = pcl_fifo_trig_src_mem(t), did = pcl_fifo_trig_dst_mem(t);
+    uint64_t so = pcl_fifo_trig_src_off(t), doff = pcl_fifo_trig_dst_off(t);
+    uint64_t n = pcl_fifo_trig_size(t);
+    mem_entry_t *s = &p->mem[sid], *d = &p->mem[did];
+    if (!s->used || !d->used || !d->remote_set[peer] || so + n > s->local.size ||
+        doff + n > d->remote[peer].size) {
+      PCL_WARN(PCL_LOG_PORT,
+               "proxy rank %d: bad put on channel %u: src mem %u+%llu dst mem %u+%llu "
+               "(peer %d) size %llu (unregistered or out of range)",
+               p->cfg.rank, cid, sid, (unsigned long long)so, did, (unsigned long long)doff, peer,
+               (unsigned long long)n);
+      return ncclInvalidUsage;
+    }
+    PCL_CHECK(c->ops->put(c->conn, &s->local, so, &d->remote[peer], doff, n));
+  }
+  if (type & PCL_FIFO_TYPE_FLAG) {
+    mem_entry_t *sm = &p->mem[c->desc.sem_mem_id < PCL_FIFO_MAX_MEMORIES ? c->desc.sem_mem_id : 0];
+    if (!sm->used || !sm->remote_set[peer] || c->desc.sem_off + 8 > sm->remote[peer].size) {
+      PCL_WARN(PCL_LOG_PORT, "proxy rank %d: channel %u has no semaphore of peer %d", p->cfg.rank,
+               cid, peer);
+      return ncclInvalidUsage;
+    }
+    c->outbound++;
+    PCL_CHECK(c->ops->signal(c->conn, &sm->remote[peer], c->desc.sem_off, c->outbound));
+  }
+  if (type & PCL_FIFO_TYPE_SYNC)
+    *is_sync = 1;
+  return ncclSuccess;
+}
+
+/* 1 when every connection reports its issued work complete. */
+static int all_flushed(pcl_proxy_t *p) {
+  for (int i = 0; i < p->nconns; i++) {
+    int done = 0;
+    ncclResult_t res = pcl_transport_get(p->conns[i].kind)->flush(p->conns[i].conn, &done);
+    if (res != ncclSuccess) {
+      fail(p, res);
+      return 0;
+    }
+    if (!done)
+      return 0;
+  }
+  return 1;
+}
+
+int pcl_proxy_poll_once(pcl_proxy_t *p) {
+  if (atomic_load_explicit(&p->error, memory_order_relaxed) != ncclSuccess)
+    return 0;
+  for (int i = 0; i < p->nconns; i++) {
+    ncclResult_t res = pcl_transport_get(p->conns[i].kind)->progress(p->conns[i].conn);
+    if (res != ncclSuccess) {
+      fail(p, res);
+      return 0;
+    }
+  }
+  if (p->sync_pending) {
+    if (!all_flushed(p))
+      return 0;
+    p->sync_pending = 0;
+    pcl_fifo_pop(p->fifo);
+    atomic_fetch_add_explicit(&p->consumed, 1, memory_order_relaxed);
+    return 1;
+  }
+  pcl_fifo_trigger_t t;
+  if (!pcl_fifo_poll(p->fifo, &t))
+    return 0;
+  int is_sync = 0;
+  ncclResult_t res = handle(p, &t, &is_sync);
+  if (res != ncclSuccess) {
+    fail(p, res);
+    return 0;
+  }
+  if (is_sync && !all_flushed(p)) {
+    p->sync_pending = 1;
+    return 1;
+  }
+  pcl_fifo_pop(p->fifo);
+  atomic_fetch_add_explicit(&p->consumed, 1, memory_order_relaxed);
+  return 1;
+}
+
+static void pin_near_gpu(pcl_proxy_t *p) {
+  cpu_set_t set;
+  if (pcl_topo_pci_local_cpus(p->bus_id, &set, sizeof(set)) <= 0)
+    return;
+  int err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+  if (err != 0)
+    PCL_INFO(PCL_LOG_PORT, "proxy: cannot pin to the CPUs of %s: %s", p->bus_id, strerror(err));
+  else
+    PCL_INFO(PCL_LOG_PORT, "proxy: pinned to the CPUs local to %s", p->bus_id);
+}
+
+static void *proxy_main(void *arg) {
+  pcl_proxy_t *p = arg;
+  pcl_log_set_thread_rank(p->cfg.rank, p->cfg.cuda_dev);
+  pin_near_gpu(p);
+  if (p->cfg.cuda_dev >= 0) {
+    if (cudaSetDevice(p->cfg.cuda_dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      PCL_WARN(PCL_LOG_PORT, "proxy: cudaSetDevice(%d) failed in the proxy thread",
+               p->cfg.cuda_dev);
+      fail(p, ncclUnhandledCudaError);
+      return NULL;
+    }
+    /* The proxy's own copies must not be refused while the application captures a graph. */
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  }
+  unsigned idle = 0;
+  while (!atomic_load_explicit(&p->stop, memory_order_relaxed)) {
+    if (p->cfg.abort_flag != NULL && *p->cfg.abort_flag != 0)
+      break;
+    if (pcl_proxy_poll_once(p)) {
+      idle = 0;
+      continue;
+    }
+    if (atomic_load_explicit(&p->error, memory_order_relaxed) != ncclSuccess) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL); /* stopped by an error: wait for destroy */
+      continue;
+    }
+    /* Busy-poll while work is likely; back off when idle so a 2-core host is not starved. */
+    if (++idle > 4096) {
+      struct timespec ts = {0, idle > 65536 ? 50000 : 2000};
+      nanosleep(&ts, NULL);
+    } else if ((idle & 63) == 0) {
+      sched_yield();
+    }
+  }
+  return NULL;
+}
+
+ncclResult_t pcl_proxy_start(pcl_proxy_t *p) {
+  if (p->running)
+    return ncclSuccess;
+  int err = pthread_create(&p->thread, NULL, proxy_main, p);
+  if (err != 0) {
+    PCL_WARN(PCL_LOG_PORT, "proxy: cannot start the proxy thread: %s", strerror(err));
+    return ncclSystemError;
+  }
+  p->running = 1;
+  return ncclSuccess;
+}
+
+void pcl_proxy_destroy(pcl_proxy_t *p) {
+  if (p == NULL)
+    return;
+  if (p->running) {
+    atomic_store(&p->stop, 1);
+    pthread_join(p->thread, NULL);
+    p->running = 0;
+  }
+  for (int i = 0; i < p->nconns; i++)
+    pcl_transport_get(p->conns[i].kind)->disconnect(&p->ctx, p->conns[i].conn);
+  for (uint32_t id = 0; id < PCL_FIFO_MAX_MEMORIES; id++) {
+    mem_entry_t *m = &p->mem[id];
+    if (!m->used)
+      continue;
+    for (int k = 1; k < PCL_TRANSPORT_COUNT; k++)
+      if (p->inited[k])
+        pcl_transport_get((pcl_transport_kind_t)k)->mem_dereg(&p->ctx, &m->local);
+    pcl_free(m->remote);
+    pcl_free(m->remote_set);
+  }
+  for (int k = 1; k < PCL_TRANSPORT_COUNT; k++)
+    if (p->inited[k])
+      pcl_transport_get((pcl_transport_kind_t)k)->fini(&p->ctx);
+  pcl_free(p->conns);
+  pcl_fifo_destroy(p->fifo);
+  pcl_free(p);
+}

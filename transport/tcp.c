@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: MIT
+ * TCP transport: one socket per peer pair; the proxy thread sends puts and signals (device
+ * sources staged through host memory), a receiver thread per connection applies them in order
+ * to registered local memory, so a signal is visible only after the data sent before it. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "alloc.h"
+#include "log.h"
+#include "pcl_check.h"
+#include "socket.h"
+#include "transport.h"
+
+#define TCP_MAGIC 0x70636c7463703031ull /* "pcltcp01" */
+#define TCP_TAG (PCL_TRANSPORT_TAG_BASE + 2)
+#define STAGE_BYTES (4u << 20)
+
+enum { MSG_PUT = 1, MSG_SIGNAL = 2 };
+
+typedef struct {
+  uint32_t type;
+  uint32_t mem_id;
+  uint64_t off;
+  uint64_t arg; /* PUT: bytes; SIGNAL: value */
+} tcp_hdr_t;
+
+typedef struct {
+  uint64_t magic;
+  int32_t rank, peer;
+} tcp_greet_t;
+
+typedef struct {
+  pcl_transport_ctx_t *ctx;
+  int peer, fd;
+  pthread_t rx;
+  int rx_started;
+  atomic_int stop;
+  void *send_stage, *recv_stage; /* host staging for device memory (pinned when a GPU exists) */
+  int stage_pinned;
+  /* Non-blocking streams for the staging copies: the legacy default stream would wait for the
+   * very kernel that waits for this data. */
+  cudaStream_t send_stream, recv_stream;
+} tcp_conn_t;
+
+/* Synchronous copy on a non-blocking stream. */
+static cudaError_t copy_sync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
+                             cudaStream_t s) {
+  cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, s);
+  return e == cudaSuccess ? cudaStreamSynchronize(s) : e;
+}
+
+static ncclResult_t stage_alloc(tcp_conn_t *c) {
+  if (c->ctx->cuda_dev >= 0 && cudaSetDevice(c->ctx->cuda_dev) == cudaSuccess &&
+      cudaStreamCreateWithFlags(&c->send_stream, cudaStreamNonBlocking) == cudaSuccess &&
+      cudaStreamCreateWithFlags(&c->recv_stream, cudaStreamNonBlocking) == cudaSuccess &&
+      cudaHostAlloc(&c->send_stage, STAGE_BYTES, 0) == cudaSuccess &&
+      cudaHostAlloc(&c->recv_stage, STAGE_BYTES, 0) == cudaSuccess) {
+    c->stage_pinned = 1;
+    return ncclSuccess;
+  }
+  (void)cudaGetLastError();
+  if (c->ctx->cuda_dev >= 0) {
+    PCL_WARN(PCL_LOG_NET, "tcp rank %d: cannot set up GPU staging on device %d", c->ctx->rank,
+             c->ctx->cuda_dev);
+    if (c->send_stream)
+      cudaStreamDestroy(c->send_stream);
+    if (c->recv_stream)
+      cudaStreamDestroy(c->recv_stream);
+    if (c->send_stage)
+      cudaFreeHost(c->send_stage);
+    c->send_stream = c->recv_stream = NULL;
+    c->send_stage = NULL;
+    return ncclUnhandledCudaError;
+  }
+  if (c->send_stage)
+    cudaFreeHost(c->send_stage);
+  c->send_stage = c->recv_stage = NULL;
+  c->send_stage = pcl_calloc(1, STAGE_BYTES, "tcp send staging");
+  c->recv_stage = pcl_calloc(1, STAGE_BYTES, "tcp recv staging");
+  return (c->send_stage && c->recv_stage) ? ncclSuccess : ncclSystemError;
+}
+
+static void stage_free(tcp_conn_t *c) {
+  if (c->send_stream)
+    cudaStreamDestroy(c->send_stream);
+  if (c->recv_stream)
+    cudaStreamDestroy(c->recv_stream);
+  if (c->stage_pinned) {
+    cudaFreeHost(c->send_stage);
+    cudaFreeHost(c->recv_stage);
+  } else {
+    pcl_free(c->send_stage);
+    pcl_free(c->recv_stage);
+  }
+}
+
+/* Receives exactly n bytes; returns 1 on success, 0 on orderly close at a message boundary
+ * (first == 1), -1 on error/stop. */
+static int rx_bytes(tcp_conn_t *c, void *buf, size_t n, int first) {
+  size_t got = 0;
+  while (got < n) {
+    if (atomic_load_explicit(&c->stop, memory_order_relaxed))
+      return -1;
+    ssize_t r = recv(c->fd, (char *)buf + got, n - got, 0);
+    if (r > 0) {
+      got += (size_t)r;
+      continue;
+    }
+    if (r == 0) {
+      if (first && got == 0)
+        return 0;
+      PCL_WARN(PCL_LOG_NET, "tcp rank %d: connection to rank %d closed mid-message", c->ctx->rank,
+               c->peer);
+      return -1;
+    }
+    if (errno == EINTR)
+      continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      if (!atomic_load_explicit(&c->stop, memory_order_relaxed))
+        PCL_WARN(PCL_LOG_NET, "tcp rank %d: recv from rank %d failed: %s", c->ctx->rank, c->peer,
+                 strerror(errno));
+      return -1;
+    }
+    struct pollfd p = {.fd = c->fd, .events = POLLIN, .revents = 0};
+    (void)poll(&p, 1, 100);
+  }
+  return 1;
+}
+
+static int apply_put(tcp_conn_t *c, const tcp_hdr_t *h, const pcl_mem_local_t *m) {
+  char *dst = (char *)m->base + h->off;
+  if (!m->is_device)
+    return rx_bytes(c, dst, h->arg, 0) == 1 ? 0 : -1;
+  for (uint64_t done = 0; done < h->arg;) {
+    size_t n = h->arg - done < STAGE_BYTES ? (size_t)(h->arg - done) : STAGE_BYTES;
+    if (rx_bytes(c, c->recv_stage, n, 0) != 1)
+      return -1;
+    cudaError_t e = copy_sync(dst + done, c->recv_stage, n, cudaMemcpyHostToDevice, c->recv_stream);
+    if (e != cudaSuccess) {
+      PCL_WARN(PCL_LOG_NET, "tcp rank %d: copy to GPU memory failed: %s", c->ctx->rank,
+               cudaGetErrorString(e));
+      return -1;
+    }
+    done += n;
+  }
+  return 0;
+}
+
+static int apply_signal(tcp_conn_t *c, const tcp_hdr_t *h, const pcl_mem_local_t *m) {
+  uint64_t *sem = (uint64_t *)((char *)m->base + h->off);
+  if (!m->is_device) {
+    /* Release: the data written before (by this thread) is visible to whoever acquires it. */
+    atomic_store_explicit((_Atomic uint64_t *)sem, h->arg, memory_order_release);
+    return 0;
+  }
+  /* Synchronous copy: ordered after the data copies this thread already completed. The value
+   * comes from pageable memory (h), which cudaMemcpyAsync copies before returning. */
+  cudaError_t e = copy_sync(sem, &h->arg, sizeof(uint64_t), cudaMemcpyHostToDevice, c->recv_stream);
+  if (e != cudaSuccess) {
+    PCL_WARN(PCL_LOG_NET, "tcp rank %d: semaphore write failed: %s", c->ctx->rank,
+             cudaGetErrorString(e));
+    return -1;
+  }
+  return 0;
+}
+
+static void *rx_main(void *arg) {
+  tcp_conn_t *c = arg;
+  pcl_log_set_thread_rank(c->ctx->rank, c->ctx->cuda_dev);
+  if (c->ctx->cuda_dev >= 0 && cudaSetDevice(c->ctx->cuda_dev) != cudaSuccess)
+    (void)cudaGetLastError();
+  for (;;) {
+    tcp_hdr_t h;
+    int r = rx_bytes(c, &h, sizeof(h), 1);
+    if (r <= 0)
+      break; /* closed by the peer at teardown, or stopped */
+    const pcl_mem_local_t *m = c->ctx->lookup(c->ctx->owner, h.mem_id);
+    uint64_t need = h.type == MSG_PUT ? h.arg : sizeof(uint64_t);
+    if (m == NULL || h.off + need > m->size || (h.type != MSG_PUT && h.type != MSG_SIGNAL)) {
+      PCL_WARN(PCL_LOG_NET,
+               "tcp rank %d: message from rank %d names memory %u+%llu (%llu bytes): "
+               "not registered or out of range; closing",
+               c->ctx->rank, c->peer, h.mem_id, (unsigned long long)h.off,
+               (unsigned long long)need);
+      break;
+    }
+    if ((h.type == MSG_PUT ? apply_put(c, &h, m) : apply_signal(c, &h, m)) != 0)
+      break;
+  }
+  return NULL;
+}
+
+static ncclResult_t tcp_connect(pcl_transport_ctx_t *ctx, int peer, void **out) {
+  ncclResult_t res = ncclSuccess;
+  tcp_conn_t *c = NULL;
+  int lfd = -1;
+  char what[96];
+  snprintf(what, sizeof(what), "tcp rank %d: connecting to rank %d", ctx->rank, peer);
+  if (peer == ctx->rank) {
+    PCL_WARN(PCL_LOG_NET, "tcp rank %d: no connection to itself", ctx->rank);
+    return ncclInvalidUsage;
+  }
+  PCL_CALLOC(c, 1, "tcp connection");
+  if (c == NULL)
+    return ncclSystemError;
+  c->ctx = ctx;
+  c->peer = peer;
+  c->fd = -1;
+  PCL_CHECK_GOTO(stage_alloc(c), res, err);
+  pcl_socket_wait_t w = pcl_socket_wait_default(ctx->abort_flag, what);
+  tcp_greet_t g = {TCP_MAGIC, ctx->rank, peer}, pg;
+  if (ctx->rank < peer) {
+    /* Lower rank listens and tells the peer where, then waits for it. */
+    char ifname[64];
+    pcl_sockaddr_t local, bound;
+    PCL_CHECK_GOTO(pcl_socket_find_interface(ifname, sizeof(ifname), &local), res, err);
+    PCL_CHECK_GOTO(pcl_socket_listen(&local, &lfd, &bound), res, err);
+    PCL_CHECK_GOTO(pcl_bootstrap_send(ctx->bootstrap, peer, TCP_TAG, &bound, sizeof(bound)), res,
+                   err);
+    for (;;) {
+      PCL_CHECK_GOTO(pcl_socket_accept(lfd, &w, &c->fd), res, err);
+      if (pcl_socket_recv(c->fd, &pg, sizeof(pg), &w) == ncclSuccess && pg.magic == TCP_MAGIC &&
+          pg.rank == peer && pg.peer == ctx->rank)
+        break;
+      PCL_WARN(PCL_LOG_NET, "tcp rank %d: dropped a foreign connection while waiting for rank %d",
+               ctx->rank, peer);
+      pcl_socket_close(&c->fd);
+    }
+    pcl_socket_close(&lfd);
+  } else {
+    pcl_sockaddr_t addr;
+    PCL_CHECK_GOTO(pcl_bootstrap_recv(ctx->bootstrap, peer, TCP_TAG, &addr, sizeof(addr)), res,
+                   err);
+    PCL_CHECK_GOTO(pcl_socket_connect(&addr, &w, &c->fd), res, err);
+    PCL_CHECK_GOTO(pcl_socket_send(c->fd, &g, sizeof(g), &w), res, err);
+  }
+  int err = pthread_create(&c->rx, NULL, rx_main, c);
+  if (err != 0) {
+    PCL_WARN(PCL_LOG_NET, "tcp: cannot start the receiver thread: %s", strerror(err));
+    res = ncclSystemError;
+    goto err;
+  }
+  c->rx_started = 1;
+  *out = c;
+  return ncclSuccess;
+err:
+  pcl_socket_close(&lfd);
+  pcl_socket_close(&c->fd);
+  stage_free(c);
+  pcl_free(c);
+  return res;
+}
+
+static void tcp_disconnect(pcl_transport_ctx_t *ctx, void *conn) {
+  tcp_conn_t *c = conn;
+  if (c == NULL)
+    return;
+  atomic_store(&c->stop, 1);
+  if (c->fd >= 0)
+    shutdown(c->fd, SHUT_RDWR);
+  if (c->rx_started)
+    pthread_join(c->rx, NULL);
+  pcl_socket_close(&c->fd);
+  stage_free(c);
+  pcl_free(c);
+}
+
+static ncclResult_t send_all(tcp_conn_t *c, const void *buf, size_t n) {
+  char what[80];
+  snprintf(what, sizeof(what), "tcp rank %d: sending to rank %d", c->ctx->rank, c->peer);
+  pcl_socket_wait_t w = pcl_socket_wait_default(c->ctx->abort_flag, what);
+  return pcl_socket_send(c->fd, buf, n, &w);
+}
+
+static ncclResult_t tcp_put(void *conn, const pcl_mem_local_t *src, uint64_t so,
+                            const pcl_mem_remote_t *dst, uint64_t doff, uint64_t bytes) {
+  tcp_conn_t *c = conn;
+  tcp_hdr_t h = {MSG_PUT, dst->mem_id, doff, bytes};
+  PCL_CHECK(send_all(c, &h, sizeof(h)));
+  const char *s = (const char *)src->base + so;
+  if (!src->is_device)
+    return send_all(c, s, bytes);
+  for (uint64_t done = 0; done < bytes;) {
+    size_t n = bytes - done < STAGE_BYTES ? (size_t)(bytes - done) : STAGE_BYTES;
+    cudaError_t e = copy_sync(c->send_stage, s + done, n, cudaMemcpyDeviceToHost, c->send_stream);
+    if (e != cudaSuccess) {
+      PCL_WARN(PCL_LOG_NET, "tcp rank %d: staging GPU data failed: %s", c->ctx->rank,
+               cudaGetErrorString(e));
+      return ncclUnhandledCudaError;
+    }
+    PCL_CHECK(send_all(c, c->send_stage, n));
+    done += n;
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t tcp_signal(void *conn, const pcl_mem_remote_t *dst, uint64_t off,
+                               uint64_t value) {
+  tcp_conn_t *c = conn;
+  tcp_hdr_t h = {MSG_SIGNAL, dst->mem_id, off, value};
+  return send_all(c, &h, sizeof(h));
+}
+
+/* Sends are synchronous (the source is copied out before put returns): always flushed. */
+static ncclResult_t tcp_flush(void *conn, int *done) {
+  *done = 1;
+  return ncclSuccess;
+}
+
+const struct pcl_transport_ops pcl_transport_tcp_ops = {
+    .name = "tcp",
+    .connect = tcp_connect,
+    .disconnect = tcp_disconnect,
+    .put = tcp_put,
+    .signal = tcp_signal,
+    .flush = tcp_flush,
+};
