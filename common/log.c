@@ -23,6 +23,20 @@ static atomic_int level = -1; /* -1: not yet initialised */
 static atomic_uint subsys_mask;
 static FILE *out_file;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A child forked while another thread held a lock must not inherit it held. The logger's lock
+ * is taken before the parameters' one (ensure_init reads parameters under it), so fork does too. */
+static void atfork_prepare(void) {
+  pthread_mutex_lock(&lock);
+  pcl_param_fork_lock();
+}
+static void atfork_release(void) {
+  pcl_param_fork_unlock();
+  pthread_mutex_unlock(&lock);
+}
+__attribute__((constructor)) static void register_atfork(void) {
+  pthread_atfork(atfork_prepare, atfork_release, atfork_release);
+}
 static char last_error[LINE_MAX_BYTES];
 static char hostname[64];
 static struct timespec start_time;

@@ -31,6 +31,10 @@ typedef struct {
 static slot_t slots[PCL_PARAM_COUNT];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Fork handlers, registered by the logger so that the two locks are taken in one order. */
+void pcl_param_fork_lock(void) { pthread_mutex_lock(&lock); }
+void pcl_param_fork_unlock(void) { pthread_mutex_unlock(&lock); }
+
 int pcl_param_parse_bool(const char *s, int64_t *out) {
   static const char *yes[] = {"1", "true", "yes", "on"};
   static const char *no[] = {"0", "false", "no", "off"};

@@ -44,6 +44,10 @@ void pcl_param_dump(void);
 /* Forget cached values so the next access re-reads the environment (tests only). */
 void pcl_param_reset(void);
 
+/* Taken around fork() by the logger's fork handlers (common/ internal). */
+void pcl_param_fork_lock(void);
+void pcl_param_fork_unlock(void);
+
 /* Parsers, exposed for tests and for other modules' list values. Return 0 on success. */
 int pcl_param_parse_bool(const char *s, int64_t *out);
 int pcl_param_parse_int(const char *s, int64_t *out);
