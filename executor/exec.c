@@ -196,6 +196,8 @@ static int prog_check(const pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pro
     why = "dtype not supported";
   else if (p->shape.has_reduce && !pcl_kernels_redop_supported(a->dtype, a->op))
     why = "reduction op not supported";
+  else if (p->shape.has_reduce && !pcl_plan_accepts_op(plan, (int)a->op))
+    why = "the plan names another reduce_op";
   else if (p->shape.has_reduce && es > 4 && (p->shape.red_or % es) != 0)
     why = "reduce ranges split elements";
   else if ((p->shape.pkt_or & 3) != 0)

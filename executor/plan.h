@@ -229,6 +229,7 @@ typedef struct pcl_plan {
   int max_blocks;       /* max over gpus of n_blocks: the grid size */
   int legacy_names;     /* 1 when v0.7 op/channel names were seen and mapped */
   uint32_t max_scratch_chunks; /* max over gpus of scratch_chunks (scratch sizing) */
+  uint32_t reduce_ops_mask;    /* bit r set when some reduce op names reduce_op r (avg excluded) */
 } pcl_plan_t;
 
 /* ---- Loading ---------------------------------------------------------------------------- */
@@ -314,6 +315,11 @@ uint64_t pcl_plan_pipeline_iters(const pcl_plan_layout_t *l, const pcl_plan_op_t
 
 /* 1 when the plan can run a message of `msg_bytes` (see semantics above): inside
  * [min, max], splits into chunks on every rank, every buffer < 4 GiB. 0 otherwise. */
+/* 1 when the plan computes the call's reduction `op` (an ncclRedOp_t): plans that name no
+ * reduce_op take the call's op; a plan that names one runs only calls of that op (avg counts as
+ * sum, since avg is a sum scaled afterwards). */
+int pcl_plan_accepts_op(const pcl_plan_t *plan, int op);
+
 int pcl_plan_size_runnable(const pcl_plan_t *plan, uint64_t msg_bytes);
 
 /* Largest scratch_bytes over all ranks for a message size (0 if not runnable). */

@@ -836,6 +836,11 @@ static ncclResult_t conv_plan(pcl_plan_ctx_t *c, yajl_val root, pcl_plan_t *p) {
     v.gpu->id = g;
     if ((res = conv_gpu(&v, gpus->u.array.values[g])) != ncclSuccess) return res;
     pcl_plan_path_pop(c, p1);
+    for (int b = 0; b < v.gpu->n_blocks; b++)
+      for (int i = 0; i < v.gpu->blocks[b].n_ops; i++) {
+        int ro = v.gpu->blocks[b].ops[i].reduce_op;
+        if (ro != PCL_PLAN_RED_NONE && ro != PCL_PLAN_RED_AVG) p->reduce_ops_mask |= 1u << ro;
+      }
   }
   pcl_plan_path_pop(c, p0);
   return ncclSuccess;

@@ -163,3 +163,9 @@ uint64_t pcl_plan_scratch_bytes_bound(const pcl_plan_t *plan, uint64_t msg) {
   scratch_sizes(plan, chunk, plan->max_scratch_chunks, &half, &total);
   return total;
 }
+
+int pcl_plan_accepts_op(const pcl_plan_t *plan, int op) {
+  if (plan == NULL || op < 0 || op > PCL_PLAN_RED_AVG) return 0;
+  if (op == PCL_PLAN_RED_AVG) op = PCL_PLAN_RED_SUM;
+  return plan->reduce_ops_mask == 0 || plan->reduce_ops_mask == (1u << op);
+}

@@ -86,16 +86,7 @@ static void gen_input(ncclDataType_t dt, uint64_t seed, int rank, uint8_t *buf, 
 }
 
 static int plan_red_ok(const pcl_plan_t *p, ncclRedOp_t op) {
-  for (int r = 0; r < p->n_gpus; r++)
-    for (int b = 0; b < p->gpus[r].n_blocks; b++)
-      for (int i = 0; i < p->gpus[r].blocks[b].n_ops; i++) {
-        int ro = p->gpus[r].blocks[b].ops[i].reduce_op;
-        if (ro == PCL_PLAN_RED_NONE || ro == PCL_PLAN_RED_AVG)
-          continue;
-        if (ro != (int)(op == ncclAvg ? ncclSum : op))
-          return 0;
-      }
-  return 1;
+  return pcl_plan_accepts_op(p, (int)op);
 }
 
 /* Compares got with want; floats within 2 ulp of the expected value. */
@@ -547,7 +538,9 @@ int main(int argc, char **argv) {
   add_dir(dir);
   snprintf(dir, sizeof(dir), "%s/test/data/plans/conformance", src);
   add_dir(dir);
-  snprintf(dir, sizeof(dir), "%s/plans", src);
+  snprintf(dir, sizeof(dir), "%s/plans/allreduce", src);
+  add_dir(dir);
+  snprintf(dir, sizeof(dir), "%s/plans/allgather", src);
   add_dir(dir);
   g_res = (res_t *)mmap(NULL, sizeof(res_t) * 2 * NR, PROT_READ | PROT_WRITE,
                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);

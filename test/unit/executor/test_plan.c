@@ -352,6 +352,31 @@ START_TEST(test_names) {
 END_TEST
 
 /* Truncating every good plan at many points must never crash or leak. */
+/* An explicit reduce_op binds the plan to that op; none means the call's op. */
+START_TEST(test_accepts_op) {
+  pcl_plan_t *fixed = load_ok("good/ar2_ll.json"); /* names reduce_op "sum" */
+  ck_assert_int_eq(fixed->reduce_ops_mask, 1u << PCL_PLAN_RED_SUM);
+  ck_assert(pcl_plan_accepts_op(fixed, PCL_PLAN_RED_SUM));
+  ck_assert(pcl_plan_accepts_op(fixed, PCL_PLAN_RED_AVG));
+  ck_assert(!pcl_plan_accepts_op(fixed, PCL_PLAN_RED_MAX));
+  ck_assert(!pcl_plan_accepts_op(fixed, PCL_PLAN_RED_PROD));
+  ck_assert(!pcl_plan_accepts_op(fixed, 7));
+  pcl_plan_destroy(fixed);
+  pcl_plan_t *free_op = load_text_ok("free.json",
+      "{\"name\":\"f\",\"collective\":\"allreduce\",\"protocol\":\"Simple\",\"inplace\":true,"
+      "\"gpus\":[{\"id\":0,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0,"
+      "\"channels\":[],\"remote_buffers\":[],\"semaphores\":[],\"threadblocks\":[{\"id\":0,"
+      "\"channels\":[],\"remote_buffer_refs\":[],\"ops\":[{\"name\":\"re\",\"src_buff\":"
+      "[{\"type\":\"i\",\"index\":0,\"size\":1}],\"dst_buff\":[{\"type\":\"i\",\"index\":0,"
+      "\"size\":1}]}]}]}]}");
+  ck_assert_int_eq(free_op->reduce_ops_mask, 0);
+  for (int op = PCL_PLAN_RED_SUM; op <= PCL_PLAN_RED_AVG; op++)
+    ck_assert(pcl_plan_accepts_op(free_op, op));
+  pcl_plan_destroy(free_op);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 START_TEST(test_truncated_plans) {
   char path[1024];
   size_t len = 0;
@@ -385,6 +410,7 @@ int main(void) {
   tcase_add_test(tc, test_defaults_and_extensions);
   tcase_add_test(tc, test_names);
   tcase_add_test(tc, test_truncated_plans);
+  tcase_add_test(tc, test_accepts_op);
   suite_add_tcase(s, tc);
   return pcl_test_run_suite(s);
 }
