@@ -189,8 +189,9 @@ typedef struct PCL_KABI_ALIGN(8) {
 PCL_KABI_ASSERT(sizeof(pcl_kop_t) == 48, "op layout");
 
 /* ---- the per-block program ----
- * Copied whole into dynamic shared memory by every block at kernel start (16-byte loads), so its
- * size is a multiple of 16 and stays well under the 48 KiB default limit. */
+ * Every block copies the header and the used prefix of each array (by the counts in the header)
+ * into dynamic shared memory at kernel start with 16-byte loads, so the struct's size and its
+ * arrays' offsets are multiples of 16; it stays well under the 48 KiB default limit. */
 typedef struct PCL_KABI_ALIGN(16) {
   uint16_t nops;
   uint16_t nrefs;
@@ -206,6 +207,10 @@ typedef struct PCL_KABI_ALIGN(16) {
   pcl_kref_t refs[PCL_KABI_MAX_REFS];
 } pcl_kblock_t;
 PCL_KABI_ASSERT(sizeof(pcl_kblock_t) % 16 == 0, "block program copied with 16-byte loads");
+PCL_KABI_ASSERT(offsetof(pcl_kblock_t, mem) % 16 == 0 && offsetof(pcl_kblock_t, port) % 16 == 0 &&
+                    offsetof(pcl_kblock_t, remote) % 16 == 0 &&
+                    offsetof(pcl_kblock_t, ops) % 16 == 0 && offsetof(pcl_kblock_t, refs) % 16 == 0,
+                "arrays start on 16-byte boundaries: they are copied by prefix");
 PCL_KABI_ASSERT(sizeof(pcl_kblock_t) <= 16 * 1024, "block program fits the shared budget");
 
 /* ---- per-communicator device state (device memory, zeroed at creation) ----
