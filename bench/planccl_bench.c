@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_LIBS 4
 #define MAX_GPUS 8
@@ -277,6 +278,38 @@ static int run_lib(const opts_t *o, lib_t *lib, result_t *res) {
   return failed ? -1 : 0;
 }
 
+/* ---- which path planccl took per size (its PLANCCL_DEBUG=INFO "pcl_path" lines) ---- */
+
+static char path_log[256];
+static const char *path_coll[] = {"AllReduce", "AllGather", "ReduceScatter"};
+
+/* Asks planccl (through its environment, read once at its first use) to log the path of each
+ * (collective, size class) to a file of ours; left alone when the user set PLANCCL_DEBUG. */
+static void path_log_setup(void) {
+  if (getenv("PLANCCL_DEBUG") != NULL) return;
+  snprintf(path_log, sizeof(path_log), "/tmp/planccl-bench-paths-%d.log", (int)getpid());
+  setenv("PLANCCL_DEBUG", "INFO", 1);
+  setenv("PLANCCL_DEBUG_SUBSYS", "COLL", 1);
+  setenv("PLANCCL_DEBUG_FILE", path_log, 1);
+}
+
+/* The path logged for (coll, bytes): "plan:NAME", "nccl", or "?" when unknown. */
+static void path_of(coll_t coll, size_t bytes, char *out, size_t len) {
+  snprintf(out, len, "?");
+  FILE *f = path_log[0] ? fopen(path_log, "r") : NULL;
+  char line[1024], want[96];
+  snprintf(want, sizeof(want), "pcl_path coll=%s bytes=%zu ", path_coll[coll], bytes);
+  while (f && fgets(line, sizeof(line), f)) {
+    const char *p = strstr(line, want), *q = p ? strstr(p, " path=") : NULL;
+    if (q == NULL) continue;
+    q += 6;
+    size_t n = strcspn(q, " \n");
+    snprintf(out, len, "%.*s", (int)n, q);
+    break;
+  }
+  if (f) fclose(f);
+}
+
 static void usage(void) {
   fprintf(stderr,
           "usage: planccl-bench --lib LABEL=PATH [--lib LABEL=PATH ...] [options]\n"
@@ -351,6 +384,7 @@ int main(int argc, char **argv) {
   }
   for (double s = (double)minb; s <= (double)maxb * 1.0001 && o.nsizes < MAX_SIZES; s *= factor)
     o.sizes[o.nsizes++] = (size_t)s;
+  path_log_setup();
 
   static result_t res[MAX_LIBS];
   int rc = 0;
@@ -367,7 +401,7 @@ int main(int argc, char **argv) {
   printf("%10s", "bytes");
   for (int l = 0; l < nlibs; l++) if (libs[l].label) printf(" %12s-eager", libs[l].label);
   for (int l = 0; l < nlibs; l++) if (libs[l].label) printf(" %12s-graph", libs[l].label);
-  printf("  wrong\n");
+  printf("  wrong  path\n");
   for (int si = 0; si < o.nsizes; si++) {
     char sz[32];
     fmt_size(o.sizes[si], sz, sizeof(sz));
@@ -380,13 +414,21 @@ int main(int argc, char **argv) {
       else printf(" %18.2f", res[l].graph_us[si]);
       wrong += res[l].wrong[si];
     }
-    printf("  %5d\n", wrong);
+    char path[128];
+    path_of(o.coll, o.sizes[si], path, sizeof(path));
+    printf("  %5d  %s\n", wrong, path);
     if (wrong) rc = 1;
   }
-  if (o.hostpath)
+  if (o.hostpath) {
+    char path[128];
+    path_of(o.coll, o.sizes[0], path, sizeof(path));
     for (int l = 0; l < nlibs; l++)
       if (libs[l].label)
-        printf("# host path of one %s call (%s): median %.3f us, p99 %.3f us\n", coll_names[o.coll],
-               libs[l].label, res[l].host_median_us, res[l].host_p99_us);
+        printf("# host path of one %s call of %zu bytes (%s; planccl path %s): median %.3f us, "
+               "p99 %.3f us\n", coll_names[o.coll], o.sizes[0], libs[l].label, path,
+               res[l].host_median_us, res[l].host_p99_us);
+  }
+  printf("# path: what planccl ran for that size (plan:NAME = its own kernel, nccl = forwarded)\n");
+  if (path_log[0]) unlink(path_log);
   return rc;
 }

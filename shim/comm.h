@@ -15,13 +15,27 @@
 #define PCL_COMM_END_MAGIC 0x444e45434c50ull       /* "PLCEND" */
 #define PCL_COMM_DEAD_MAGIC 0xdeadc0ffeedeadull
 
-/* Owned by later modules; only pointers live here. */
-struct pcl_bootstrap;
-struct pcl_topo;
-struct pcl_channels;
-struct pcl_proxy;
-struct pcl_registry_view;
-struct pcl_comm_stats;
+#include "dispatch.h"
+
+struct pcl_comm_pcl;   /* planccl's resources of a comm (comm_res.c); NULL = pass-through */
+struct pcl_comm_stats; /* PLANCCL_STATS counters (stats.c) */
+
+/* Setup of planccl's part (bootstrap, topology, channels, executor): comm_init.c. */
+typedef enum {
+  PCL_SETUP_NONE = 0, /* not started: deferred to the outermost ncclGroupEnd */
+  PCL_SETUP_RUNNING,  /* on a helper thread (non-blocking init) */
+  PCL_SETUP_DONE,     /* finished: c->pcl set (planned) or NULL (pass-through, see why) */
+} pcl_setup_state_t;
+
+/* Direct-mapped per-comm cache of dispatch decisions (the hot path computes one only on a
+ * miss). Keyed by everything the decision depends on that varies per call. */
+#define PCL_DCACHE_SLOTS 64
+struct pcl_dcache_entry {
+  uint64_t bytes_key; /* count (broadcast/reduce: xor root << 48) */
+  uint32_t tag;       /* 1 | coll << 1 | inplace << 5 | dtype << 6 | op << 11; 0 = empty */
+  uint32_t stat_slot;
+  struct pcl_dispatch_decision d;
+};
 
 struct ncclComm {
   uint64_t start_magic;
@@ -41,16 +55,19 @@ struct ncclComm {
   ncclRedOp_t *premul_ops;
   int n_premul, cap_premul;
 
-  /* planccl's own resources (later issues). */
-  struct pcl_bootstrap *bootstrap;
-  struct pcl_topo *topo;
-  struct pcl_channels *channels;
-  void *scratch;
-  size_t scratch_bytes;
-  uint64_t *dev_flags; /* device flag counters (per-comm call counter for LL packets) */
-  struct pcl_proxy *proxy;
-  const struct pcl_registry_view *registry;
+  /* planccl's own part. `pcl` is written once by the setup (release) before setup_state becomes
+   * DONE (release); readers check setup_state (acquire) first. */
+  struct pcl_comm_pcl *pcl;
+  _Atomic int setup_state;      /* pcl_setup_state_t */
+  ncclResult_t setup_result;    /* planccl setup errors never fail the comm: it degrades to
+                                   pass-through; this keeps the code for GetAsyncError logs */
+  pthread_t setup_thread;       /* PCL_SETUP_RUNNING: joined by destroy / GetAsyncError */
+  int setup_thread_live;
+  int nonblocking;              /* config->blocking == 0 or the real init returned InProgress */
+  char passthrough_why[160];    /* why this comm runs pass-through ("" when planned) */
   struct pcl_comm_stats *stats;
+  uint64_t path_logged[PCL_COLL_COUNT]; /* bit k: path of size class 2^k logged at INFO */
+  struct pcl_dcache_entry dcache[PCL_DCACHE_SLOTS];
   _Atomic int async_error; /* an ncclResult_t raised by planccl's own kernels or proxy */
   volatile uint32_t abort_flag;
 

@@ -3,8 +3,11 @@
  * shrink, revoke, finalize, destroy, abort, async errors and queries. Each call creates or
  * resolves planccl's comm and forwards to the real NCCL with the real comm. */
 #include <stdatomic.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
 #include "alloc.h"
-#include "comm.h"
+#include "comm_int.h"
+#include "exec.h"
 #include "log.h"
 #include "pcl_check.h"
 #include "shim_int.h"
@@ -17,7 +20,12 @@ PCL_API ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
   }
   ncclResult_t res = pcl_errors_real_result(F->ncclGetUniqueId(uniqueId));
   if (res != ncclSuccess || pcl_fallback_called_by_real(PCL_CALLER)) return res;
-  return pcl_unique_id_fill(uniqueId);
+  if (pcl_unique_id_fill(uniqueId) != ncclSuccess) {
+    /* No bootstrap root: the id still works, its communicators run pass-through. */
+    memset(uniqueId->internal + PCL_UNIQUE_ID_PCL_OFFSET, 0,
+           NCCL_UNIQUE_ID_BYTES - PCL_UNIQUE_ID_PCL_OFFSET);
+  }
+  return ncclSuccess;
 }
 PCL_ALIAS(ncclGetUniqueId)
 
@@ -36,11 +44,23 @@ static ncclResult_t finish_create(struct ncclComm *c, ncclComm_t *out, ncclResul
   return res;
 }
 
-static void note_id(const ncclUniqueId *id) {
-  static atomic_flag said = ATOMIC_FLAG_INIT;
-  if (!pcl_unique_id_is_planccl(id) && !atomic_flag_test_and_set(&said))
-    PCL_INFO(PCL_LOG_SHIM | PCL_LOG_INIT, "unique id was not made by planccl: its communicators "
-             "run in pass-through mode (everything forwarded to the real NCCL)");
+/* planccl's setup of a new comm (comm_init.c), beside the real init: now, on a helper thread
+ * (non-blocking) or at the outermost ncclGroupEnd. The device is the caller's current one at
+ * the init call, as in NCCL. */
+static ncclResult_t start_init(struct ncclComm *c, const ncclUniqueId *id, int rank, int nranks,
+                               ncclResult_t real_res, const ncclConfig_t *config) {
+  struct pcl_setup_job job;
+  memset(&job, 0, sizeof(job));
+  job.c = c;
+  job.kind = PCL_JOB_INIT;
+  job.rank = rank;
+  job.nranks = nranks;
+  job.has_handle = pcl_unique_id_get(id, &job.handle);
+  job.cuda_dev = -1;
+  if (pcl_setup_possible() && cudaGetDevice(&job.cuda_dev) != cudaSuccess) job.cuda_dev = -1;
+  c->cuda_dev = job.cuda_dev;
+  c->nonblocking = real_res == ncclInProgress || (config != NULL && config->blocking == 0);
+  return pcl_setup_submit(&job);
 }
 
 static ncclResult_t check_init(const char *fn, ncclComm_t *comm, int nranks, int rank) {
@@ -61,12 +81,13 @@ PCL_API ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId
   if (pcl_fallback_called_by_real(PCL_CALLER))
     return F->ncclCommInitRank(comm, nranks, commId, rank);
   PCL_CHECK(check_init("ncclCommInitRank", comm, nranks, rank));
-  note_id(&commId);
   struct ncclComm *c;
   PCL_CHECK(pcl_comm_create(rank, nranks, NULL, &c));
   ncclResult_t res =
       pcl_errors_real_result(F->ncclCommInitRank(&c->real, nranks, commId, rank));
-  return finish_create(c, comm, res);
+  res = finish_create(c, comm, res);
+  if (*comm != NULL) PCL_CHECK(start_init(c, &commId, rank, nranks, res, NULL));
+  return res;
 }
 PCL_ALIAS(ncclCommInitRank)
 
@@ -76,14 +97,15 @@ PCL_API ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUn
   if (pcl_fallback_called_by_real(PCL_CALLER))
     return F->ncclCommInitRankConfig(comm, nranks, commId, rank, config);
   PCL_CHECK(check_init("ncclCommInitRankConfig", comm, nranks, rank));
-  note_id(&commId);
   struct ncclComm *c;
   PCL_CHECK(pcl_comm_create(rank, nranks, NULL, &c));
   /* The caller's config pointer goes through unchanged: the real library applies NCCL's size /
    * magic / version rules to it. */
   ncclResult_t res = pcl_errors_real_result(
       F->ncclCommInitRankConfig(&c->real, nranks, commId, rank, config));
-  return finish_create(c, comm, res);
+  res = finish_create(c, comm, res);
+  if (*comm != NULL) PCL_CHECK(start_init(c, &commId, rank, nranks, res, config));
+  return res;
 }
 PCL_ALIAS(ncclCommInitRankConfig)
 
@@ -97,12 +119,14 @@ PCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, i
              (void *)commIds);
     return ncclInvalidArgument;
   }
-  note_id(&commIds[0]);
   struct ncclComm *c;
   PCL_CHECK(pcl_comm_create(myrank, nranks, NULL, &c));
   ncclResult_t res = pcl_errors_real_result(
       F->ncclCommInitRankScalable(&c->real, nranks, myrank, nId, commIds, config));
-  return finish_create(c, newcomm, res);
+  res = finish_create(c, newcomm, res);
+  /* planccl's bootstrap is not hierarchical: the first id's root serves every rank. */
+  if (*newcomm != NULL) PCL_CHECK(start_init(c, &commIds[0], myrank, nranks, res, config));
+  return res;
 }
 PCL_ALIAS(ncclCommInitRankScalable)
 
@@ -116,7 +140,8 @@ PCL_API ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *dev
   ncclResult_t res = ncclSuccess;
   struct ncclComm **cs = NULL;
   ncclComm_t *reals = NULL;
-  int made = 0;
+  struct pcl_setup_job **jobs = NULL;
+  int made = 0, njobs = 0;
   if (PCL_CALLOC(cs, (size_t)ndev, "ncclCommInitAll comms") == NULL ||
       PCL_CALLOC(reals, (size_t)ndev, "ncclCommInitAll real comms") == NULL) {
     res = ncclSystemError;
@@ -125,9 +150,54 @@ PCL_API ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *dev
   for (; made < ndev; made++) PCL_CHECK_GOTO(pcl_comm_create(made, ndev, NULL, &cs[made]), res, out);
   /* The real library fills a contiguous array; it creates its comms synchronously. */
   res = pcl_errors_real_result(F->ncclCommInitAll(reals, ndev, devlist));
+  int all = res == ncclSuccess;
+  for (int i = 0; i < ndev; i++) all &= reals[i] != NULL;
+  if (all) {
+    /* planccl's part: one bootstrap root for the ndev ranks, whose setups run on one thread
+     * each (the bootstrap needs every rank present at once). */
+    pcl_bootstrap_handle_t h;
+    memset(&h, 0, sizeof(h));
+    int has = pcl_setup_possible() && pcl_bootstrap_root_create(&h) == ncclSuccess;
+    PCL_CALLOC(jobs, (size_t)ndev, "ncclCommInitAll setups");
+    for (int i = 0; jobs != NULL && i < ndev; i++) {
+      struct pcl_setup_job job;
+      memset(&job, 0, sizeof(job));
+      job.c = cs[i];
+      job.kind = PCL_JOB_INIT;
+      job.handle = h;
+      job.has_handle = has;
+      job.rank = i;
+      job.nranks = ndev;
+      job.cuda_dev = has ? (devlist ? devlist[i] : i) : -1;
+      cs[i]->cuda_dev = job.cuda_dev;
+      if (PCL_CALLOC(jobs[i], 1, "ncclCommInitAll setup") == NULL) break;
+      *jobs[i] = job;
+      njobs++;
+    }
+    if (njobs < ndev) {
+      /* Out of memory before every rank had a job: no rank may bootstrap (it would wait for
+       * the missing ones), so every job degrades to pass-through. */
+      for (int i = 0; i < njobs; i++) jobs[i]->has_handle = 0;
+      for (int i = njobs; i < ndev; i++) {
+        struct pcl_setup_job job;
+        memset(&job, 0, sizeof(job));
+        job.c = cs[i];
+        job.cuda_dev = -1;
+        pcl_setup_submit(&job);
+      }
+    }
+    if (jobs != NULL) pcl_setup_run_all(jobs, njobs);
+  }
   for (int i = 0; i < ndev; i++) {
     if (reals[i] != NULL) {
       __atomic_store_n(&cs[i]->real, reals[i], __ATOMIC_RELEASE);
+      if (!all) { /* no planccl setup ran: pass-through, said at INFO */
+        struct pcl_setup_job job;
+        memset(&job, 0, sizeof(job));
+        job.c = cs[i];
+        job.cuda_dev = -1;
+        pcl_setup_submit(&job);
+      }
       comms[i] = cs[i];
       cs[i] = NULL;
     } else if (res == ncclSuccess) {
@@ -135,6 +205,7 @@ PCL_API ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *dev
     }
   }
 out:
+  pcl_free(jobs);
   for (int i = 0; i < made; i++)
     if (cs[i] != NULL) pcl_comm_destroy(cs[i]);
   pcl_free(reals);
@@ -157,16 +228,33 @@ PCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm
     PCL_WARN(PCL_LOG_SHIM, "ncclCommSplit: newcomm argument is NULL");
     return ncclInvalidArgument;
   }
+  struct pcl_setup_job job;
+  memset(&job, 0, sizeof(job));
+  job.kind = PCL_JOB_SPLIT;
+  job.parent = p;
+  job.color = color;
+  job.key = key;
+  job.cuda_dev = p != NULL ? p->cuda_dev : -1;
   if (color == NCCL_SPLIT_NOCOLOR) {
     ncclResult_t res =
         pcl_errors_real_result(F->ncclCommSplit(real, color, key, &nocolor_sink, config));
     *newcomm = NULL;
+    /* planccl's split is collective over the parent: this rank takes part without a child. */
+    if (p != NULL) PCL_CHECK(pcl_setup_submit(&job));
     return res;
   }
   struct ncclComm *c;
   PCL_CHECK(pcl_comm_create(-1, -1, p, &c));
   ncclResult_t res = pcl_errors_real_result(F->ncclCommSplit(real, color, key, &c->real, config));
-  return finish_create(c, newcomm, res);
+  res = finish_create(c, newcomm, res);
+  if (*newcomm != NULL) {
+    job.c = c;
+    c->cuda_dev = job.cuda_dev;
+    c->nonblocking = res == ncclInProgress || (config != NULL && config->blocking == 0) ||
+                     (p != NULL && p->nonblocking && config == NULL);
+    PCL_CHECK(pcl_setup_submit(&job));
+  }
+  return res;
 }
 PCL_ALIAS(ncclCommSplit)
 
@@ -184,7 +272,21 @@ PCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int 
   PCL_CHECK(pcl_comm_create(-1, -1, p, &c));
   ncclResult_t res = pcl_errors_real_result(F->ncclCommShrink(
       real, excludeRanksList, excludeRanksCount, &c->real, config, shrinkFlags));
-  return finish_create(c, newcomm, res);
+  res = finish_create(c, newcomm, res);
+  if (*newcomm != NULL) {
+    struct pcl_setup_job job;
+    memset(&job, 0, sizeof(job));
+    job.c = c;
+    job.kind = PCL_JOB_SHRINK;
+    job.parent = p;
+    job.exclude = excludeRanksList;
+    job.nexclude = excludeRanksList != NULL && excludeRanksCount > 0 ? excludeRanksCount : 0;
+    job.shrink_flags = shrinkFlags;
+    job.cuda_dev = c->cuda_dev = p != NULL ? p->cuda_dev : -1;
+    c->nonblocking = res == ncclInProgress || (config != NULL && config->blocking == 0);
+    PCL_CHECK(pcl_setup_submit(&job));
+  }
+  return res;
 }
 PCL_ALIAS(ncclCommShrink)
 
@@ -214,15 +316,30 @@ static ncclResult_t teardown(const char *fn, ncclComm_t comm, int abort, const v
   struct ncclComm *c;
   ncclComm_t real;
   PCL_CHECK(pcl_comm_lookup(fn, comm, caller, &c, &real));
-  if (c != NULL) c->abort_flag = 1;
-  ncclResult_t res = ncclSuccess;
-  if (real != NULL) {
-    if ((abort ? (void *)F->ncclCommAbort : (void *)F->ncclCommDestroy) == NULL)
-      return pcl_fallback_missing(fn);
-    res = pcl_errors_real_result(abort ? F->ncclCommAbort(real) : F->ncclCommDestroy(real));
+  if (real != NULL && (abort ? (void *)F->ncclCommAbort : (void *)F->ncclCommDestroy) == NULL)
+    return pcl_fallback_missing(fn);
+  struct pcl_comm_pcl *mine = NULL;
+  if (c != NULL) {
+    /* A setup still bootstrapping gives up (it polls the flag); then planccl's part goes:
+     * destroy waits for this device's queued work, abort first stops our kernels. */
+    c->abort_flag = 1;
+    pcl_setup_join(c, 1);
+    pcl_stats_print(c);
+    mine = c->pcl;
+    c->pcl = NULL;
+    if (abort && mine != NULL && mine->exec != NULL) pcl_exec_abort(mine->exec);
+    if (!abort) pcl_comm_res_destroy(mine, 0);
   }
-  /* The wrapper goes even when the real call failed: the handle is unusable either way. */
-  if (c != NULL) pcl_comm_destroy(c);
+  ncclResult_t res = ncclSuccess;
+  if (real != NULL)
+    res = pcl_errors_real_result(abort ? F->ncclCommAbort(real) : F->ncclCommDestroy(real));
+  if (c != NULL) {
+    if (abort) pcl_comm_res_destroy(mine, 1); /* after the real abort stopped its kernels */
+    pcl_stats_destroy(c->stats);
+    c->stats = NULL;
+    /* The wrapper goes even when the real call failed: the handle is unusable either way. */
+    pcl_comm_destroy(c);
+  }
   return res;
 }
 
@@ -255,7 +372,24 @@ PCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncE
   /* Polling the real comm is what drives a non-blocking init or split to completion. */
   ncclResult_t res = pcl_errors_real_result(F->ncclCommGetAsyncError(real, asyncError));
   if (res == ncclSuccess && c != NULL && *asyncError == ncclSuccess) {
+    int state = pcl_setup_state(c);
+    if (state != PCL_SETUP_DONE) {
+      /* planccl's part still bootstrapping (helper thread) or deferred to a group end. */
+      *asyncError = ncclInProgress;
+      return res;
+    }
+    pcl_setup_join(c, 0);
     int mine = atomic_load(&c->async_error);
+    struct pcl_comm_pcl *p = c->pcl;
+    if (mine == ncclSuccess && p != NULL && p->exec != NULL) {
+      mine = pcl_exec_async_error(p->exec, NULL);
+      if (mine != ncclSuccess) {
+        atomic_store(&c->async_error, mine);
+        PCL_WARN(PCL_LOG_SHIM | PCL_LOG_EXEC, "communicator %p rank %d: a planccl kernel failed "
+                 "(%s): timeout (PLANCCL_TIMEOUT_S) or abort", (void *)c, c->rank,
+                 ncclGetErrorString((ncclResult_t)mine));
+      }
+    }
     if (mine != ncclSuccess) *asyncError = (ncclResult_t)mine;
   }
   return res;

@@ -5,6 +5,7 @@
 #define PCL_SHIM_INT_H
 
 #include <nccl.h>
+#include "bootstrap.h"
 #include "nccl_device_int.h"
 
 /* Every exported nccl* function is weak with a strong pnccl* alias at the same address, as in
@@ -82,14 +83,15 @@ int pcl_group_depth(void);
 
 /* ---- unique_id.c ---- */
 
-/* Byte offset and magic of planccl's part of an ncclUniqueId (bytes 0..39 are the real id). */
+/* Byte offset of planccl's part of an ncclUniqueId (bytes 0..39 are the real id). */
 #define PCL_UNIQUE_ID_PCL_OFFSET 40
-#define PCL_UNIQUE_ID_MAGIC 0x4c4343414c504e50ull /* "PNPLACCL" */
 
-/* Fills bytes 40..127 of `id` with planccl's part (today: the magic, then zeros). */
+/* Fills bytes 40..127 of `id` with planccl's part: a new bootstrap root's handle, or zeros when
+ * planccl's own part cannot run in this process. */
 ncclResult_t pcl_unique_id_fill(ncclUniqueId *id);
 
-/* 1 when bytes 40..127 of `id` carry planccl's part (the id was made by planccl). */
-int pcl_unique_id_is_planccl(const ncclUniqueId *id);
+/* Copies planccl's part of `id` into *h (a pcl_bootstrap_handle_t); 1 when it is valid (the id
+ * was made by planccl with its part). */
+int pcl_unique_id_get(const ncclUniqueId *id, pcl_bootstrap_handle_t *h);
 
 #endif

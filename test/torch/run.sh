@@ -25,9 +25,16 @@ ngpu=$("$py" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || 
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PLANCCL_DEBUG=${PLANCCL_DEBUG:-INFO} PLANCCL_DEBUG_SUBSYS=${PLANCCL_DEBUG_SUBSYS:-SHIM}
 export TORCH_NCCL_ASYNC_ERROR_HANDLING=1
-echo "== torch pass-through: $("$py" -c 'import torch; print(torch.__version__)') with LD_PRELOAD=$lib"
+# PLANCCL_STATS=1: each communicator prints, at destroy, its calls and bytes per collective and
+# path (plan name, or nccl and why); the summary below adds up the planned calls.
+export PLANCCL_STATS=${PLANCCL_STATS:-1}
+log=$(mktemp /tmp/pcl_torch_XXXXXX.log)
+echo "== torch through planccl: $("$py" -c 'import torch; print(torch.__version__)') with LD_PRELOAD=$lib"
 LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}" timeout 600 "$py" -m torch.distributed.run \
-  --standalone --nproc_per_node=2 "$here/test_torch_passthrough.py"
-rc=$?
-[ $rc = 0 ] && echo "== torch pass-through: passed" || echo "== torch pass-through: FAILED (rc $rc)"
+  --standalone --nproc_per_node=2 "$here/test_torch_passthrough.py" 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+echo "== planccl stats (calls that ran on plans, per communicator and rank):"
+grep -E 'planccl stats: .*(calls ran on plans| plan )' "$log" || echo "   (no stats printed)"
+rm -f "$log"
+[ $rc = 0 ] && echo "== torch through planccl: passed" || echo "== torch through planccl: FAILED (rc $rc)"
 exit $rc

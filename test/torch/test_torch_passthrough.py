@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: MIT
-# PyTorch through planccl in pass-through mode. Run by run.sh as
+# PyTorch through planccl (planned calls where a shipped plan fits, the real NCCL elsewhere). Run
+# by run.sh as
 #   LD_PRELOAD=<install>/lib/libplanccl.so torchrun --nproc_per_node=2 test_torch_passthrough.py
 # Checks that planccl is loaded, then init_process_group("nccl"), all_reduce, all_gather_into_tensor,
 # reduce_scatter_tensor, broadcast, all_to_all_single, barrier, send/recv, new_group and
-# destroy_process_group, each result compared with its definition.
+# destroy_process_group, each result compared with its definition; then small all_reduce /
+# all_gather sizes that the shipped 2-GPU plans run.
 import os
 import sys
 
@@ -79,6 +81,26 @@ def main():
         else:
             dist.recv(t, src=0)
             check(torch.all(t == 7.0).item(), "send/recv")
+
+    # Small messages: the sizes the shipped 2-GPU plans cover (planccl runs them on its own
+    # kernels; PLANCCL_STATS=1 prints the table at destroy), several dtypes and ops.
+    for count in (4, 256, 4096, 65536, 262144):
+        for dtype in (torch.float32, torch.bfloat16, torch.int32):
+            v = torch.arange(count, device=dev).to(dtype) % 7 + rank
+            want = (torch.arange(count, device=dev).to(dtype) % 7) * world + world * (world - 1) // 2
+            dist.all_reduce(v)
+            check(torch.equal(v, want), f"small all_reduce sum {count} {dtype}")
+            m = torch.full((count,), rank + 1, device=dev, dtype=dtype)
+            dist.all_reduce(m, op=dist.ReduceOp.MAX)
+            check(torch.all(m == world).item(), f"small all_reduce max {count} {dtype}")
+            part = torch.full((count,), rank, device=dev, dtype=dtype)
+            out = torch.empty(world * count, device=dev, dtype=dtype)
+            dist.all_gather_into_tensor(out, part)
+            want = torch.arange(world, device=dev).repeat_interleave(count).to(dtype)
+            check(torch.equal(out, want), f"small all_gather_into_tensor {count} {dtype}")
+        a = torch.full((count,), float(rank), device=dev)
+        dist.all_reduce(a, op=dist.ReduceOp.AVG)
+        check(torch.allclose(a, torch.full_like(a, (world - 1) / 2)), f"small all_reduce avg {count}")
 
     g = dist.new_group(list(range(world)))
     w = torch.ones(n, device=dev)

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,6 +302,72 @@ START_TEST(test_no_real_nccl) {
 }
 END_TEST
 
+static int count_in_file(const char *path, const char *needle) {
+  FILE *f = fopen(path, "r");
+  char line[4096];
+  int n = 0;
+  while (f && fgets(line, sizeof(line), f)) n += strstr(line, needle) != NULL;
+  if (f) fclose(f);
+  return n;
+}
+
+/* Without a CUDA device planccl's part degrades to pass-through with one INFO per comm; the
+ * INFO path line names each (collective, size class) once; PLANCCL_STATS prints the table. */
+START_TEST(test_passthrough_stats_and_paths) {
+  char *dir = shim_test_tmpdir();
+  char log[512], err[512];
+  snprintf(log, sizeof(log), "%s/log.txt", dir);
+  snprintf(err, sizeof(err), "%s/stderr.txt", dir);
+  setenv("PLANCCL_DEBUG", "INFO", 1);
+  setenv("PLANCCL_DEBUG_FILE", log, 1);
+  setenv("PLANCCL_STATS", "1", 1);
+  setenv("PLANCCL_FORCE_FALLBACK", "allgather,bogus", 1);
+  setenv("CUDA_VISIBLE_DEVICES", "", 1); /* no device even on a GPU machine */
+  struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
+  ncclUniqueId id;
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  for (int i = 40; i < NCCL_UNIQUE_ID_BYTES; i++) ck_assert_int_eq(id.internal[i], 0);
+  ncclComm_t comm;
+  ck_assert_int_eq(ncclCommInitRank(&comm, 2, id, 0), ncclSuccess);
+  for (int i = 0; i < 3; i++)
+    ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 4, ncclFloat, ncclSum, comm, STREAM), ncclSuccess);
+  ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 5, ncclFloat, ncclSum, comm, STREAM), ncclSuccess);
+  int before = shim_test_count(st, "ncclAllGather");
+  ck_assert_int_eq(ncclAllGather(SBUF, RBUF, 0, ncclFloat, comm, STREAM), ncclSuccess);
+  ck_assert_int_eq(shim_test_count(st, "ncclAllGather"), before); /* count 0: not forwarded */
+  ck_assert_int_eq(ncclSend(SBUF, 0, ncclFloat, 1, comm, STREAM), ncclSuccess);
+  ck_assert_int_eq(shim_test_count(st, "ncclSend"), 1); /* zero-count send/recv are kept */
+  /* Group of forwarded calls: they reach the real group, which is still open. */
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 8, ncclFloat, ncclSum, comm, STREAM), ncclSuccess);
+  ck_assert_int_eq(st->group_depth, 1);
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  ck_assert_int_eq(st->group_depth, 0);
+  fflush(stderr);
+  int saved = dup(2);
+  int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  dup2(fd, 2);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(fd);
+  close(saved);
+  ck_assert_int_eq(count_in_file(log, "pass-through mode"), 1);
+  ck_assert_int_eq(count_in_file(log, "no CUDA device"), 1);
+  ck_assert_int_eq(count_in_file(log, "PLANCCL_FORCE_FALLBACK: unknown collective 'bogus'"), 1);
+  /* 16 and 20 bytes share size class 2^4: one line; 32 bytes another. */
+  ck_assert_int_eq(count_in_file(log, "pcl_path coll=AllReduce"), 2);
+  ck_assert_int_eq(count_in_file(log, "path=nccl (pass-through communicator)"), 2);
+  ck_assert_int_eq(count_in_file(err, "planccl stats: comm"), 1);
+  ck_assert_int_eq(count_in_file(err, "nccl (pass-through communicator)"), 1);
+  ck_assert_int_eq(count_in_file(err, "none (count 0)"), 1);
+  ck_assert_int_eq(count_in_file(err, "nccl (collective not planned by planccl)"), 1);
+  ck_assert_int_eq(count_in_file(err, "0 of 7 calls ran on plans"), 1);
+  shim_test_rmtree(dir);
+  free(dir);
+}
+END_TEST
+
 TCase *shim_tcase_lifecycle(void) {
   TCase *tc = tcase_create("lifecycle");
   tcase_set_timeout(tc, 60);
@@ -311,5 +378,6 @@ TCase *shim_tcase_lifecycle(void) {
   tcase_add_test(tc, test_no_leaks_over_many_comms);
   tcase_add_test(tc, test_real_library_loaded_first);
   tcase_add_test(tc, test_no_real_nccl);
+  tcase_add_test(tc, test_passthrough_stats_and_paths);
   return tc;
 }

@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT
+ * Private to shim/: planccl's part of a communicator (comm_res.c), its setup jobs (comm_init.c),
+ * the process-wide plan registry (plans_dir.c), PLANCCL_STATS (stats.c) and the group queue
+ * (group_queue.c, group.c). */
+#ifndef PCL_SHIM_COMM_INT_H
+#define PCL_SHIM_COMM_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <nccl.h>
+#include "bootstrap.h"
+#include "comm.h"
+#include "dispatch.h"
+#include "registry.h"
+
+struct pcl_topo;
+struct pcl_memchan;
+struct pcl_mem_alloc;
+struct pcl_exec_ctx;
+
+/* ---- comm_res.c: resources of a planned communicator ---- */
+
+struct pcl_comm_pcl {
+  pcl_bootstrap_t *boot;
+  struct pcl_topo *topo;
+  struct pcl_mem_alloc *scratch;
+  struct pcl_memchan *memchan;
+  struct pcl_exec_ctx *exec;
+  const pcl_registry_t *reg;
+  struct pcl_kernel_caps caps;
+  int rank, nranks, ranks_per_node, local_rank, cuda_dev;
+  size_t scratch_bytes;
+};
+
+/* Collective over `boot` (ownership passes to this function, whatever it returns): topology,
+ * eligibility (one host, peer access everywhere, plans for this world), scratch, memory
+ * channels and the executor context, with every rank agreeing through bootstrap allgathers.
+ * Success with *out set: planned. Success with *out NULL: every rank runs pass-through and `why`
+ * says why (boot was destroyed). Never leaves ranks disagreeing, barring a dead peer. */
+ncclResult_t pcl_comm_res_create(pcl_bootstrap_t *boot, int cuda_dev, struct pcl_comm_pcl **out,
+                                 char *why, size_t whylen);
+
+/* Frees everything. abort: set the executor's abort flag first (spinning kernels give up).
+ * Waits for the comm's device to finish the work already queued, never for peers. NULL ok. */
+void pcl_comm_res_destroy(struct pcl_comm_pcl *p, int abort);
+
+/* ---- plans_dir.c ---- */
+
+/* The process's registry: PLANCCL_PLAN_DIR entries, then <prefix>/share/planccl/plans next to
+ * the library, then (a library inside its build tree) the source tree's plans/. Created once,
+ * lazily; never freed. NULL only when out of memory. */
+const pcl_registry_t *pcl_shim_registry(void);
+
+/* ---- comm_init.c: planccl's setup of a communicator ---- */
+
+typedef enum { PCL_JOB_INIT, PCL_JOB_SPLIT, PCL_JOB_SHRINK } pcl_job_kind_t;
+
+struct pcl_setup_job {
+  struct ncclComm *c; /* NULL: a rank that takes part in a split but gets no child */
+  pcl_job_kind_t kind;
+  int cuda_dev;
+  /* INIT */
+  pcl_bootstrap_handle_t handle;
+  int has_handle, rank, nranks;
+  /* SPLIT, SHRINK */
+  struct ncclComm *parent;
+  int color, key;
+  int *exclude, nexclude, shrink_flags; /* SHRINK; exclude is owned by the job */
+};
+
+/* Runs a setup now (blocking), on a helper thread (c->nonblocking), or queues it for the
+ * outermost ncclGroupEnd (inside a group). Consumes `job` (copied). */
+ncclResult_t pcl_setup_submit(const struct pcl_setup_job *job);
+
+/* Runs jobs to completion, one thread each when there are several (the bootstrap of ranks driven
+ * by one thread must progress concurrently). Frees the jobs. */
+void pcl_setup_run_all(struct pcl_setup_job **jobs, int n);
+
+/* Joins a helper-thread setup once it finished (wait = 1: also while it runs). */
+void pcl_setup_join(struct ncclComm *c, int wait);
+
+/* The state of c's setup (acquire). */
+static inline int pcl_setup_state(struct ncclComm *c) {
+  return __atomic_load_n((int *)&c->setup_state, __ATOMIC_ACQUIRE);
+}
+
+/* 1 when this process can run planccl's own part at all (enabled, a CUDA device). */
+int pcl_setup_possible(void);
+
+/* ---- stats.c ---- */
+
+/* Counters of one comm: [PCL_COLL_COUNT][PCL_WHY_COUNT + plans in the registry]. */
+struct pcl_stat_cell {
+  uint64_t calls, bytes;
+};
+struct pcl_comm_stats {
+  const pcl_registry_t *reg;
+  int nslots;
+  struct pcl_stat_cell *cells;
+};
+
+ncclResult_t pcl_stats_create(const pcl_registry_t *reg, struct pcl_comm_stats **out);
+void pcl_stats_destroy(struct pcl_comm_stats *s);
+/* Prints the table of c to stderr when PLANCCL_STATS is set. */
+void pcl_stats_print(struct ncclComm *c);
+/* The counter slot of a decision. */
+uint32_t pcl_stats_slot(const struct pcl_comm_stats *s, const struct pcl_dispatch_decision *d);
+static inline void pcl_stats_add(struct pcl_comm_stats *s, pcl_coll_t coll, uint32_t slot,
+                                 uint64_t bytes) {
+  if (s == NULL || slot >= (uint32_t)s->nslots) return;
+  struct pcl_stat_cell *cell = &s->cells[(size_t)coll * (size_t)s->nslots + slot];
+  cell->calls++;
+  cell->bytes += bytes;
+}
+/* PLANCCL_DEBUG=INFO: logs the path of (coll, size class) once per comm. */
+void pcl_stats_log_path(struct ncclComm *c, const struct pcl_coll_args *a, int inplace,
+                        const struct pcl_dispatch_decision *d);
+
+/* ---- group.c ---- */
+
+/* Inside a group: queue a planned call for the outermost ncclGroupEnd / note a forwarded one
+ * (its stream orders later planned calls, see group.c). */
+ncclResult_t pcl_group_enqueue(const struct pcl_coll_args *a, const struct pcl_dispatch_decision *d);
+ncclResult_t pcl_group_note_forward(const struct pcl_coll_args *a);
+/* Inside a group: queue a setup job for the outermost ncclGroupEnd (copied). */
+ncclResult_t pcl_group_defer_setup(const struct pcl_setup_job *job);
+
+#endif

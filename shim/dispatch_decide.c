@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT
+ * The dispatch decision as a pure function (DESIGN.md, "the path of one call", step 3): disabled
+ * or forced -> NCCL; a plan for (collective, world, ranks per node, in-place, bytes) that the
+ * kernels can run -> plan; else NCCL; with no real NCCL -> error. Every input is a value all ranks
+ * share, so all ranks take the same path and packet flags stay in lock-step. */
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+#include "dispatch.h"
+
+const char *pcl_coll_name(pcl_coll_t coll) {
+  static const char *const names[PCL_COLL_COUNT] = {
+      "AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter",
+      "AlltoAll",  "Gather",    "Scatter", "Send",     "Recv"};
+  return (unsigned)coll < PCL_COLL_COUNT ? names[coll] : "?";
+}
+
+const char *pcl_why_name(pcl_why_t why) {
+  static const char *const names[PCL_WHY_COUNT] = {
+      [PCL_WHY_PLAN] = "plan",
+      [PCL_WHY_COUNT0] = "count 0 (no-op)",
+      [PCL_WHY_NOT_PLANNED] = "collective not planned by planccl",
+      [PCL_WHY_DISABLED] = "PLANCCL_DISABLE",
+      [PCL_WHY_FORCED] = "PLANCCL_FORCE_FALLBACK",
+      [PCL_WHY_PASSTHROUGH] = "pass-through communicator",
+      [PCL_WHY_PREMULSUM] = "PreMulSum op",
+      [PCL_WHY_NO_PLAN] = "no plan for this size",
+      [PCL_WHY_DTYPE] = "kernels lack the dtype",
+      [PCL_WHY_REDOP] = "kernels lack the reduction op",
+      [PCL_WHY_EXEC] = "executor cannot run the plan",
+      [PCL_WHY_SIZE_OVERFLOW] = "size overflows",
+      [PCL_WHY_BARE_REAL] = "real NCCL handle",
+      [PCL_WHY_ROOT] = "root is not 0",
+  };
+  return (unsigned)why < PCL_WHY_COUNT ? names[why] : "?";
+}
+
+size_t pcl_dtype_bytes(ncclDataType_t dtype) {
+  switch (dtype) {
+  case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
+  case ncclFloat16: case ncclBfloat16: return 2;
+  case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+  case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+  default: return 0;
+  }
+}
+
+/* The registry's collective for a planned NCCL collective; -1 for the others. */
+static int plan_coll(pcl_coll_t coll) {
+  switch (coll) {
+  case PCL_COLL_ALLREDUCE: return PCL_PLAN_COLL_ALLREDUCE;
+  case PCL_COLL_ALLGATHER: return PCL_PLAN_COLL_ALLGATHER;
+  case PCL_COLL_REDUCESCATTER: return PCL_PLAN_COLL_REDUCESCATTER;
+  case PCL_COLL_BROADCAST: return PCL_PLAN_COLL_BROADCAST;
+  case PCL_COLL_REDUCE: return PCL_PLAN_COLL_REDUCE;
+  default: return -1;
+  }
+}
+
+static int has_op(pcl_coll_t coll) {
+  return coll == PCL_COLL_ALLREDUCE || coll == PCL_COLL_REDUCE || coll == PCL_COLL_REDUCESCATTER;
+}
+
+uint64_t pcl_dispatch_msg_bytes(pcl_coll_t coll, size_t count, ncclDataType_t dtype, int nranks,
+                                int *ok) {
+  uint64_t es = pcl_dtype_bytes(dtype), bytes;
+  *ok = 0;
+  if (es == 0 || __builtin_mul_overflow((uint64_t)count, es, &bytes)) return 0;
+  /* allgather: total output; reducescatter: total input (executor/plan.h). */
+  if ((coll == PCL_COLL_ALLGATHER || coll == PCL_COLL_REDUCESCATTER) &&
+      __builtin_mul_overflow(bytes, (uint64_t)(nranks > 0 ? nranks : 1), &bytes))
+    return 0;
+  *ok = 1;
+  return bytes;
+}
+
+static void set(struct pcl_dispatch_decision *d, pcl_path_t path, pcl_why_t why) {
+  d->path = path;
+  d->why = why;
+}
+
+void pcl_dispatch_decide(const struct pcl_dispatch_inputs *in, struct pcl_dispatch_decision *d) {
+  memset(d, 0, sizeof(*d));
+  int pc = plan_coll(in->coll);
+  if (pc >= 0 && in->count == 0) { /* NCCL drops count-0 collectives (send/recv are kept) */
+    set(d, PCL_PATH_NOOP, PCL_WHY_COUNT0);
+    return;
+  }
+  if (pc < 0) set(d, PCL_PATH_NCCL, PCL_WHY_NOT_PLANNED);
+  else if (in->disabled) set(d, PCL_PATH_NCCL, PCL_WHY_DISABLED);
+  else if (in->force_mask & PCL_COLL_BIT(in->coll)) set(d, PCL_PATH_NCCL, PCL_WHY_FORCED);
+  else if (!in->planccl_ok) set(d, PCL_PATH_NCCL, PCL_WHY_PASSTHROUGH);
+  else if (has_op(in->coll) && (int)in->op >= (int)ncclNumOps)
+    set(d, PCL_PATH_NCCL, PCL_WHY_PREMULSUM);
+  else if ((in->coll == PCL_COLL_BROADCAST || in->coll == PCL_COLL_REDUCE) && in->root != 0)
+    set(d, PCL_PATH_NCCL, PCL_WHY_ROOT);
+  else {
+    int ok;
+    d->msg_bytes = pcl_dispatch_msg_bytes(in->coll, in->count, in->dtype, in->nranks, &ok);
+    const pcl_plan_t *plan =
+        ok ? pcl_registry_select(in->registry, (pcl_plan_coll_t)pc, in->nranks,
+                                 in->ranks_per_node, in->inplace, d->msg_bytes)
+           : NULL;
+    d->plan = plan;
+    unsigned dt = (unsigned)in->dtype;
+    if (!ok) set(d, PCL_PATH_NCCL, PCL_WHY_SIZE_OVERFLOW);
+    else if (plan == NULL) set(d, PCL_PATH_NCCL, PCL_WHY_NO_PLAN);
+    else if (in->caps == NULL || dt >= ncclNumTypes || !(in->caps->dtypes & (1u << dt)))
+      set(d, PCL_PATH_NCCL, PCL_WHY_DTYPE);
+    else if (has_op(in->coll) && !(in->caps->redops[dt] & (1u << (unsigned)in->op)))
+      set(d, PCL_PATH_NCCL, PCL_WHY_REDOP);
+    else if (pcl_plan_buffer_bytes(plan, d->msg_bytes, &d->in_bytes, &d->out_bytes) != 0)
+      set(d, PCL_PATH_NCCL, PCL_WHY_NO_PLAN);
+    else set(d, PCL_PATH_PLAN, PCL_WHY_PLAN);
+  }
+  if (d->path == PCL_PATH_NCCL && !in->have_real) d->path = PCL_PATH_ERROR;
+}
+
+static const struct {
+  const char *name;
+  pcl_coll_t coll;
+} fallback_names[] = {
+    {"allreduce", PCL_COLL_ALLREDUCE},         {"broadcast", PCL_COLL_BROADCAST},
+    {"bcast", PCL_COLL_BROADCAST},             {"reduce", PCL_COLL_REDUCE},
+    {"allgather", PCL_COLL_ALLGATHER},         {"reducescatter", PCL_COLL_REDUCESCATTER},
+    {"alltoall", PCL_COLL_ALLTOALL},           {"gather", PCL_COLL_GATHER},
+    {"scatter", PCL_COLL_SCATTER},             {"send", PCL_COLL_SEND},
+    {"recv", PCL_COLL_RECV},
+};
+
+uint32_t pcl_dispatch_parse_fallback(const char *list, char *bad, size_t badlen) {
+  uint32_t mask = 0;
+  if (bad != NULL && badlen > 0) bad[0] = '\0';
+  if (list == NULL) return 0;
+  const char *p = list;
+  while (*p) {
+    char word[32];
+    size_t n = 0;
+    while (*p == ',' || isspace((unsigned char)*p)) p++;
+    while (*p && *p != ',' && !isspace((unsigned char)*p)) {
+      /* "all_reduce", "AllReduce", "all-reduce" all name the same collective. */
+      if (*p != '_' && *p != '-' && n + 1 < sizeof(word)) word[n++] = (char)tolower((unsigned char)*p);
+      p++;
+    }
+    word[n] = '\0';
+    if (n == 0) continue;
+    if (strcmp(word, "all") == 0) {
+      mask |= PCL_COLL_ALL_BITS;
+      continue;
+    }
+    int found = 0;
+    for (size_t i = 0; i < sizeof(fallback_names) / sizeof(fallback_names[0]); i++)
+      if (strcmp(word, fallback_names[i].name) == 0) {
+        mask |= PCL_COLL_BIT(fallback_names[i].coll);
+        found = 1;
+      }
+    if (!found && bad != NULL && badlen > 0 && bad[0] == '\0') snprintf(bad, badlen, "%s", word);
+  }
+  return mask;
+}

@@ -1,0 +1,373 @@
+/* SPDX-License-Identifier: MIT
+ * The dispatch decision (pcl_dispatch_decide) for a table of requests against the shipped 2-GPU
+ * plans plus two test plans in a temporary plan directory: each collective, in/out-of-place,
+ * sizes at and around every plan's range ends, dtypes and ops the kernels lack, the forced list,
+ * disabled mode, pass-through comms and no real NCCL; PLANCCL_FORCE_FALLBACK parsing; and the
+ * group record (queueing, order, before/after the real group end). No GPU, no shared library. */
+#define _GNU_SOURCE
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "dispatch.h"
+#include "group_int.h"
+#include "pcl_test.h"
+
+static char tmpdir[PATH_MAX];
+static pcl_registry_t *reg;
+
+static void copy_file(const char *from, const char *to) {
+  FILE *in = fopen(from, "rb");
+  ck_assert_msg(in != NULL, "cannot open %s", from);
+  FILE *out = fopen(to, "wb");
+  ck_assert_ptr_nonnull(out);
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), in)) > 0) ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+  fclose(in);
+  fclose(out);
+}
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb, (void)flag, (void)ftw;
+  return remove(p);
+}
+
+/* A temporary PLANCCL_PLAN_DIR with the shipped plans and two test plans (a 2-rank reduce-scatter,
+ * a 4-rank in-place allreduce). */
+static void setup(void) {
+  const char *src = getenv("PCL_SOURCE_DIR");
+  ck_assert_ptr_nonnull(src);
+  snprintf(tmpdir, sizeof(tmpdir), "/tmp/pcl_dispatch_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+  static const char *const files[] = {
+      "plans/allreduce/2gpu_ll1_inplace.json", "plans/allreduce/2gpu_ll1_outofplace.json",
+      "plans/allreduce/2gpu_ll2_inplace.json", "plans/allreduce/2gpu_ll2_outofplace.json",
+      "plans/allgather/2gpu_ll_inplace.json",  "plans/allgather/2gpu_ll_outofplace.json",
+      "test/data/plans/good/rs2_ll.json",      "test/data/plans/good/ar4_ll.json"};
+  for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+    char from[PATH_MAX], to[PATH_MAX + 64];
+    snprintf(from, sizeof(from), "%s/%s", src, files[i]);
+    snprintf(to, sizeof(to), "%s/%02zu_%s", tmpdir, i, strrchr(files[i], '/') + 1);
+    copy_file(from, to);
+  }
+  const char *dirs[] = {tmpdir};
+  ck_assert_int_eq(pcl_registry_create(dirs, 1, &reg), ncclSuccess);
+  ck_assert_int_eq(pcl_registry_count(reg), 8);
+}
+
+static void teardown(void) {
+  pcl_registry_destroy(reg);
+  reg = NULL;
+  nftw(tmpdir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Kernels that support everything but the listed gaps. */
+static struct pcl_kernel_caps caps_all(void) {
+  struct pcl_kernel_caps c;
+  memset(&c, 0, sizeof(c));
+  for (int t = 0; t < (int)ncclNumTypes; t++) {
+    c.dtypes |= 1u << t;
+    c.redops[t] = (1u << ncclNumOps) - 1;
+  }
+  return c;
+}
+
+struct dcase {
+  const char *what;
+  pcl_coll_t coll;
+  size_t count;
+  ncclDataType_t dtype;
+  ncclRedOp_t op;
+  int inplace, nranks, rpn;
+  pcl_path_t path;
+  pcl_why_t why;
+  const char *plan; /* expected plan name (PLAN), or NULL */
+};
+
+#define AR PCL_COLL_ALLREDUCE
+#define AG PCL_COLL_ALLGATHER
+#define RS PCL_COLL_REDUCESCATTER
+#define PLAN PCL_PATH_PLAN
+#define NCCL PCL_PATH_NCCL
+#define LL1_O "allreduce_2gpu_ll1_outofplace"
+#define LL1_I "allreduce_2gpu_ll1_inplace"
+#define LL2_O "allreduce_2gpu_ll2_outofplace"
+#define LL2_I "allreduce_2gpu_ll2_inplace"
+#define AG_O "allgather_2gpu_ll_outofplace"
+#define AG_I "allgather_2gpu_ll_inplace"
+
+static const struct dcase cases[] = {
+    {"count 0", AR, 0, ncclFloat, ncclSum, 0, 2, 2, PCL_PATH_NOOP, PCL_WHY_COUNT0, NULL},
+    {"ar below ll1 min", AR, 2, ncclFloat16, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
+    {"ar ll1 min 16B", AR, 4, ncclFloat, ncclSum, 0, 2, 2, PLAN, PCL_WHY_PLAN, LL1_O},
+    {"ar 12B not 16-multiple", AR, 3, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
+    {"ar 15B int8", AR, 15, ncclInt8, ncclMax, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
+    {"ar 16B int8", AR, 16, ncclInt8, ncclMax, 0, 2, 2, PLAN, PCL_WHY_PLAN, LL1_O},
+    {"ar 17B uint8", AR, 17, ncclUint8, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
+    {"ar 64K (ll2 min is 65537)", AR, 16384, ncclFloat, ncclSum, 0, 2, 2, PLAN, PCL_WHY_PLAN,
+     LL1_O},
+    {"ar 64K+16 (16 mod 32)", AR, 16388, ncclFloat, ncclSum, 0, 2, 2, PLAN, PCL_WHY_PLAN, LL1_O},
+    {"ar 64K+32 ll2", AR, 16392, ncclFloat, ncclSum, 0, 2, 2, PLAN, PCL_WHY_PLAN, LL2_O},
+    {"ar 2M ll2 max", AR, 524288, ncclFloat, ncclSum, 0, 2, 2, PLAN, PCL_WHY_PLAN, LL2_O},
+    {"ar 2M-16 ll1", AR, 524284, ncclFloat, ncclSum, 0, 2, 2, PLAN, PCL_WHY_PLAN, LL1_O},
+    {"ar 2M+32 above", AR, 524296, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
+    {"ar 256M", AR, 64u << 20, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
+    {"ar in-place 1K", AR, 256, ncclFloat, ncclSum, 1, 2, 2, PLAN, PCL_WHY_PLAN, LL1_I},
+    {"ar in-place 1M bf16", AR, 524288, ncclBfloat16, ncclAvg, 1, 2, 2, PLAN, PCL_WHY_PLAN, LL2_I},
+    {"ar fp64 prod", AR, 8, ncclFloat64, ncclProd, 0, 2, 2, PLAN, PCL_WHY_PLAN, LL1_O},
+    {"ar 3 ranks", AR, 256, ncclFloat, ncclSum, 0, 3, 3, NCCL, PCL_WHY_NO_PLAN, NULL},
+    {"ar 2 ranks on 2 nodes", AR, 256, ncclFloat, ncclSum, 0, 2, 1, NCCL, PCL_WHY_NO_PLAN, NULL},
+    {"ar 4 ranks in-place", AR, 256, ncclFloat, ncclSum, 1, 4, 4, PLAN, PCL_WHY_PLAN,
+     "test_ar4_ll"},
+    {"ar 4 ranks out-of-place", AR, 256, ncclFloat, ncclSum, 0, 4, 4, NCCL, PCL_WHY_NO_PLAN,
+     NULL},
+    {"ar premulsum", AR, 256, ncclFloat, ncclNumOps, 0, 2, 2, NCCL, PCL_WHY_PREMULSUM, NULL},
+    {"ag 2x4 floats = 32B total", AG, 4, ncclFloat, ncclSum, 0, 2, 2, PLAN, PCL_WHY_PLAN, AG_O},
+    {"ag 2x2 floats = 16B total", AG, 2, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
+    {"ag in-place 2M total", AG, 262144, ncclFloat, ncclSum, 1, 2, 2, PLAN, PCL_WHY_PLAN, AG_I},
+    {"ag 2M+32 total", AG, 262148, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
+    {"ag ignores op", AG, 4, ncclFloat, (ncclRedOp_t)77, 0, 2, 2, PLAN, PCL_WHY_PLAN, AG_O},
+    {"rs 2x4 floats", RS, 4, ncclFloat, ncclSum, 0, 2, 2, PLAN, PCL_WHY_PLAN, "test_rs2_ll"},
+    {"rs in-place (no plan)", RS, 4, ncclFloat, ncclSum, 1, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
+    {"rs above 1M", RS, 262148, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
+    {"broadcast (no plan)", PCL_COLL_BROADCAST, 256, ncclFloat, ncclSum, 1, 2, 2, NCCL,
+     PCL_WHY_NO_PLAN, NULL},
+    {"reduce (no plan)", PCL_COLL_REDUCE, 256, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN,
+     NULL},
+    {"send", PCL_COLL_SEND, 256, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NOT_PLANNED, NULL},
+    {"send count 0 is kept", PCL_COLL_SEND, 0, ncclFloat, ncclSum, 0, 2, 2, NCCL,
+     PCL_WHY_NOT_PLANNED, NULL},
+    {"alltoall", PCL_COLL_ALLTOALL, 256, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NOT_PLANNED,
+     NULL},
+    {"gather", PCL_COLL_GATHER, 256, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NOT_PLANNED, NULL},
+    {"size overflow", AG, SIZE_MAX / 2, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_SIZE_OVERFLOW,
+     NULL},
+};
+
+static struct pcl_dispatch_inputs base_inputs(const struct dcase *c,
+                                              const struct pcl_kernel_caps *caps) {
+  struct pcl_dispatch_inputs in = {.coll = c->coll, .count = c->count, .dtype = c->dtype,
+                                   .op = c->op, .inplace = c->inplace, .nranks = c->nranks,
+                                   .ranks_per_node = c->rpn, .planccl_ok = 1, .have_real = 1,
+                                   .registry = reg, .caps = caps};
+  return in;
+}
+
+static void expect(const struct dcase *c, const struct pcl_dispatch_decision *d, pcl_path_t path,
+                   pcl_why_t why, const char *plan) {
+  ck_assert_msg(d->path == path && d->why == why,
+                "%s: path %d why %s, want path %d why %s", c->what, d->path, pcl_why_name(d->why),
+                path, pcl_why_name(why));
+  if (path == PCL_PATH_PLAN) {
+    ck_assert_ptr_nonnull(d->plan);
+    ck_assert_msg(strcmp(d->plan->name, plan) == 0, "%s: plan %s, want %s", c->what,
+                  d->plan->name, plan);
+    ck_assert_uint_gt(d->in_bytes + d->out_bytes, 0);
+  }
+}
+
+START_TEST(test_decide_table) {
+  setup();
+  struct pcl_kernel_caps caps = caps_all();
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    const struct dcase *c = &cases[i];
+    struct pcl_dispatch_inputs in = base_inputs(c, &caps);
+    struct pcl_dispatch_decision d;
+    pcl_dispatch_decide(&in, &d);
+    expect(c, &d, c->path, c->why, c->plan);
+    /* Pure: the same inputs again give the same decision. */
+    struct pcl_dispatch_decision d2;
+    pcl_dispatch_decide(&in, &d2);
+    ck_assert(d.path == d2.path && d.why == d2.why && d.plan == d2.plan);
+  }
+  teardown();
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+START_TEST(test_decide_overrides) {
+  setup();
+  struct pcl_kernel_caps caps = caps_all();
+  const struct dcase planned = {"ar 1K", AR, 256, ncclFloat, ncclSum, 0, 2, 2, PLAN,
+                                PCL_WHY_PLAN, LL1_O};
+  const struct dcase none = {"ar 12B", AR, 3, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN,
+                             NULL};
+  const struct dcase zero = {"ag count 0", AG, 0, ncclFloat, ncclSum, 0, 2, 2, PCL_PATH_NOOP,
+                             PCL_WHY_COUNT0, NULL};
+  struct pcl_dispatch_decision d;
+  struct pcl_dispatch_inputs in = base_inputs(&planned, &caps);
+
+  in.disabled = 1;
+  pcl_dispatch_decide(&in, &d);
+  expect(&planned, &d, NCCL, PCL_WHY_DISABLED, NULL);
+  in = base_inputs(&planned, &caps);
+  in.force_mask = PCL_COLL_BIT(AR);
+  pcl_dispatch_decide(&in, &d);
+  expect(&planned, &d, NCCL, PCL_WHY_FORCED, NULL);
+  in.force_mask = PCL_COLL_BIT(AG) | PCL_COLL_BIT(RS); /* another collective forced: planned */
+  pcl_dispatch_decide(&in, &d);
+  expect(&planned, &d, PLAN, PCL_WHY_PLAN, LL1_O);
+  in = base_inputs(&planned, &caps);
+  in.planccl_ok = 0;
+  pcl_dispatch_decide(&in, &d);
+  expect(&planned, &d, NCCL, PCL_WHY_PASSTHROUGH, NULL);
+  in = base_inputs(&planned, &caps);
+  in.registry = NULL;
+  pcl_dispatch_decide(&in, &d);
+  expect(&planned, &d, NCCL, PCL_WHY_NO_PLAN, NULL);
+
+  /* Kernels without bf16, and without max for int32. */
+  struct pcl_kernel_caps lacking = caps;
+  lacking.dtypes &= ~(1u << ncclBfloat16);
+  lacking.redops[ncclInt32] &= ~(1u << ncclMax);
+  in = base_inputs(&planned, &lacking);
+  in.dtype = ncclBfloat16;
+  in.count = 512;
+  pcl_dispatch_decide(&in, &d);
+  expect(&planned, &d, NCCL, PCL_WHY_DTYPE, NULL);
+  in.dtype = ncclInt32;
+  in.count = 256;
+  in.op = ncclMax;
+  pcl_dispatch_decide(&in, &d);
+  expect(&planned, &d, NCCL, PCL_WHY_REDOP, NULL);
+  in.op = ncclMin;
+  pcl_dispatch_decide(&in, &d);
+  expect(&planned, &d, PLAN, PCL_WHY_PLAN, LL1_O);
+  in.caps = NULL;
+  pcl_dispatch_decide(&in, &d);
+  expect(&planned, &d, NCCL, PCL_WHY_DTYPE, NULL);
+  /* allgather has no op: an op the kernels lack does not matter. */
+  const struct dcase ag = {"ag", AG, 4, ncclInt32, ncclMax, 0, 2, 2, PLAN, PCL_WHY_PLAN, AG_O};
+  in = base_inputs(&ag, &lacking);
+  pcl_dispatch_decide(&in, &d);
+  expect(&ag, &d, PLAN, PCL_WHY_PLAN, AG_O);
+
+  /* Broadcast/reduce plans are written for root 0: another root goes to NCCL. */
+  const struct dcase bc = {"bc root 1", PCL_COLL_BROADCAST, 256, ncclFloat, ncclSum, 1, 2, 2,
+                           NCCL, PCL_WHY_ROOT, NULL};
+  in = base_inputs(&bc, &caps);
+  in.root = 1;
+  pcl_dispatch_decide(&in, &d);
+  expect(&bc, &d, NCCL, PCL_WHY_ROOT, NULL);
+  in.root = 0;
+  pcl_dispatch_decide(&in, &d);
+  expect(&bc, &d, NCCL, PCL_WHY_NO_PLAN, NULL);
+
+  /* No real NCCL: what would be forwarded is an error; plans and no-ops still run. */
+  in = base_inputs(&none, &caps);
+  in.have_real = 0;
+  pcl_dispatch_decide(&in, &d);
+  expect(&none, &d, PCL_PATH_ERROR, PCL_WHY_NO_PLAN, NULL);
+  in = base_inputs(&planned, &caps);
+  in.have_real = 0;
+  pcl_dispatch_decide(&in, &d);
+  expect(&planned, &d, PLAN, PCL_WHY_PLAN, LL1_O);
+  in = base_inputs(&zero, &caps);
+  in.have_real = 0;
+  in.disabled = 1;
+  pcl_dispatch_decide(&in, &d);
+  expect(&zero, &d, PCL_PATH_NOOP, PCL_WHY_COUNT0, NULL);
+  teardown();
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+START_TEST(test_parse_fallback) {
+  char bad[32];
+  ck_assert_uint_eq(pcl_dispatch_parse_fallback(NULL, bad, sizeof(bad)), 0);
+  ck_assert_uint_eq(pcl_dispatch_parse_fallback("", bad, sizeof(bad)), 0);
+  ck_assert_uint_eq(pcl_dispatch_parse_fallback("all", bad, sizeof(bad)), PCL_COLL_ALL_BITS);
+  ck_assert_uint_eq(pcl_dispatch_parse_fallback("ALL", bad, sizeof(bad)), PCL_COLL_ALL_BITS);
+  ck_assert_uint_eq(pcl_dispatch_parse_fallback("allreduce", bad, sizeof(bad)),
+                    PCL_COLL_BIT(AR));
+  ck_assert_uint_eq(pcl_dispatch_parse_fallback(" AllReduce, all_gather ,reduce-scatter", bad,
+                                                sizeof(bad)),
+                    PCL_COLL_BIT(AR) | PCL_COLL_BIT(AG) | PCL_COLL_BIT(RS));
+  ck_assert_str_eq(bad, "");
+  ck_assert_uint_eq(pcl_dispatch_parse_fallback("bcast,reduce", bad, sizeof(bad)),
+                    PCL_COLL_BIT(PCL_COLL_BROADCAST) | PCL_COLL_BIT(PCL_COLL_REDUCE));
+  ck_assert_uint_eq(pcl_dispatch_parse_fallback("bogus,allgather,worse", bad, sizeof(bad)),
+                    PCL_COLL_BIT(AG));
+  ck_assert_str_eq(bad, "bogus");
+}
+END_TEST
+
+START_TEST(test_msg_bytes) {
+  int ok;
+  ck_assert_uint_eq(pcl_dispatch_msg_bytes(AR, 10, ncclFloat, 4, &ok), 40);
+  ck_assert_int_eq(ok, 1);
+  ck_assert_uint_eq(pcl_dispatch_msg_bytes(AG, 10, ncclHalf, 4, &ok), 80);
+  ck_assert_uint_eq(pcl_dispatch_msg_bytes(RS, 10, ncclInt64, 2, &ok), 160);
+  ck_assert_uint_eq(pcl_dispatch_msg_bytes(AR, 10, (ncclDataType_t)99, 2, &ok), 0);
+  ck_assert_int_eq(ok, 0);
+  pcl_dispatch_msg_bytes(AR, SIZE_MAX, ncclFloat64, 2, &ok);
+  ck_assert_int_eq(ok, 0);
+  for (int t = 0; t < (int)ncclNumTypes; t++) ck_assert_uint_gt(pcl_dtype_bytes(t), 0);
+}
+END_TEST
+
+/* ---- the group record ---- */
+
+static struct pcl_group_call call(int planned, uintptr_t stream, size_t count) {
+  struct pcl_group_call c;
+  memset(&c, 0, sizeof(c));
+  c.planned = (uint8_t)planned;
+  c.a.stream = (cudaStream_t)stream;
+  c.a.count = count;
+  return c;
+}
+
+START_TEST(test_group_queue_order) {
+  struct pcl_group_queue q = {0};
+  /* Two GPUs driven by one thread (streams 1 and 2), calls in this order:
+   * P(s1) P(s2) F(s1) P(s1) F(s2) P(s2) P(s3) */
+  const int planned[] = {1, 1, 0, 1, 0, 1, 1};
+  const uintptr_t streams[] = {1, 2, 1, 1, 2, 2, 3};
+  const int after[] = {0, 0, 0, 1, 0, 1, 0};
+  for (int round = 0; round < 3; round++) { /* the memory is reused across groups */
+    for (int i = 0; i < 7; i++) {
+      struct pcl_group_call c = call(planned[i], streams[i], (size_t)i);
+      ck_assert_int_eq(pcl_group_queue_push(&q, &c), ncclSuccess);
+    }
+    ck_assert_int_eq(q.n, 7);
+    ck_assert_int_eq(pcl_group_queue_order(&q), 5);
+    for (int i = 0; i < 7; i++) {
+      ck_assert_uint_eq(q.calls[i].a.count, (size_t)i); /* call order kept */
+      ck_assert_int_eq(q.calls[i].after, after[i]);
+    }
+    pcl_group_queue_reset(&q);
+    ck_assert_int_eq(q.n, 0);
+  }
+  /* Planned only: nothing waits for the real group end. */
+  for (int i = 0; i < 100; i++) {
+    struct pcl_group_call c = call(1, (uintptr_t)(i % 2), (size_t)i);
+    ck_assert_int_eq(pcl_group_queue_push(&q, &c), ncclSuccess);
+  }
+  ck_assert_int_ge(q.cap, 100);
+  ck_assert_int_eq(pcl_group_queue_order(&q), 100);
+  for (int i = 0; i < 100; i++) ck_assert_int_eq(q.calls[i].after, 0);
+  pcl_group_queue_reset(&q);
+  /* Forwarded only. */
+  struct pcl_group_call f = call(0, 1, 0);
+  ck_assert_int_eq(pcl_group_queue_push(&q, &f), ncclSuccess);
+  ck_assert_int_eq(pcl_group_queue_order(&q), 0);
+  pcl_group_queue_fini(&q);
+  ck_assert_ptr_null(q.calls);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("dispatch");
+  TCase *tc = tcase_create("decide");
+  tcase_add_test(tc, test_decide_table);
+  tcase_add_test(tc, test_decide_overrides);
+  tcase_add_test(tc, test_parse_fallback);
+  tcase_add_test(tc, test_msg_bytes);
+  tcase_add_test(tc, test_group_queue_order);
+  suite_add_tcase(s, tc);
+  return pcl_test_run_suite(s);
+}
