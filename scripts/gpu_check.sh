@@ -52,9 +52,10 @@ fi
 
 if [ "${1:-}" != quick ] && [ -x build-gpu/install/bin/planccl-bench ]; then
   for coll in allreduce allgather reducescatter; do
-    build-gpu/install/bin/planccl-bench --coll $coll -b 1K -e 256M -f 4 -g 2 \
+    f=4; [ $coll = allreduce ] && f=2
+    build-gpu/install/bin/planccl-bench --coll $coll -b 1K -e 256M -f $f -g 2 \
       --lib "planccl=$root/build-gpu/install/lib/libplanccl.so" --lib "nccl=$PLANCCL_NCCL_LIB" \
-      2>&1 | tee "$logs/bench_$coll.log" | tail -14
+      2>&1 | tee "$logs/bench_$coll.log" | tail -25
   done
   build-gpu/install/bin/planccl-bench --coll allreduce -b 1K -e 1K -g 2 -G 0 -n 10 --hostpath \
     --lib "planccl=$root/build-gpu/install/lib/libplanccl.so" --lib "nccl=$PLANCCL_NCCL_LIB" \

@@ -19,13 +19,15 @@ import sys
 KIB = 1024
 MIB = 1024 * KIB
 
-# Tunables (to be tuned on the GPU).
+# Tunables, set from planccl-bench on 2 H200s (NVLink): the plans are kept to the sizes where
+# they matched or beat NCCL both eagerly and under CUDA graphs (README, "Measured results");
+# above that NCCL runs the call (allreduce at 256 KiB was faster eagerly but slower in graphs).
 LL1_BLOCKS, LL1_THREADS = 8, 512
-LL1_MIN, LL1_MAX = 16, 2 * MIB          # serves every 16-byte multiple up to 2 MiB, priority 0
+LL1_MIN, LL1_MAX = 16, 128 * KIB         # every 16-byte multiple up to 128 KiB, priority 0
 LL2_BLOCKS, LL2_THREADS = 16, 1024
-LL2_MIN, LL2_MAX = 64 * KIB + 1, 2 * MIB  # preferred above 64 KiB (priority 1)
+LL2_MIN, LL2_MAX = 64 * KIB + 1, 128 * KIB  # preferred above 64 KiB (priority 1)
 AG_BLOCKS, AG_THREADS = 8, 512
-AG_MIN, AG_MAX = 32, 2 * MIB            # total output bytes
+AG_MIN, AG_MAX = 32, 64 * KIB            # total output bytes
 
 NRANKS = 2
 
