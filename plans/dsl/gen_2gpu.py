@@ -3,7 +3,7 @@
 """Generates planccl's shipped 2-GPU LL plans (MSCCL++ executor JSON, planccl extensions
 nranks_per_node and priority). Standard library only. Run from anywhere:
 
-    python3 plans/dsl/gen_2gpu.py            # rewrites plans/allreduce/*.json, plans/allgather/*.json
+    python3 plans/dsl/gen_2gpu.py            # rewrites plans/allreduce/*.json and plans/extra/*/*.json
     python3 plans/dsl/gen_2gpu.py --check    # exit 1 if the files on disk differ (for CI)
 
 Every op is sliced over the plan's blocks with tbg_info, so sizes only need to split into whole
@@ -19,15 +19,17 @@ import sys
 KIB = 1024
 MIB = 1024 * KIB
 
-# Tunables, set from planccl-bench on 2 H200s (NVLink): the plans are kept to the sizes where
-# they matched or beat NCCL both eagerly and under CUDA graphs (README, "Measured results");
-# above that NCCL runs the call (allreduce at 256 KiB was faster eagerly but slower in graphs).
+# Tunables, set from planccl-bench on 2 H200s over NVLink (README, "Measured results"). The
+# default set (plans/<collective>/) holds only plans that matched or beat NCCL there both eagerly
+# and under CUDA graphs: one-phase allreduce up to 64 KiB. The opt-in set (plans/extra/, installed
+# to share/planccl/plans-extra, enabled with PLANCCL_PLAN_DIR) holds the two-phase allreduce
+# (slower than NCCL from 128 KiB on H200) and the allgather (faster eagerly, slower in graphs).
 LL1_BLOCKS, LL1_THREADS = 8, 512
-LL1_MIN, LL1_MAX = 16, 128 * KIB         # every 16-byte multiple up to 128 KiB, priority 0
+LL1_MIN, LL1_MAX = 16, 64 * KIB          # every 16-byte multiple up to 64 KiB, priority 0
 LL2_BLOCKS, LL2_THREADS = 16, 1024
-LL2_MIN, LL2_MAX = 64 * KIB + 1, 128 * KIB  # preferred above 64 KiB (priority 1)
+LL2_MIN, LL2_MAX = 64 * KIB + 1, 2 * MIB  # opt-in; priority 1 where it is loaded
 AG_BLOCKS, AG_THREADS = 8, 512
-AG_MIN, AG_MAX = 32, 64 * KIB            # total output bytes
+AG_MIN, AG_MAX = 32, 2 * MIB            # opt-in; total output bytes
 
 NRANKS = 2
 
@@ -160,8 +162,8 @@ def outputs():
     for ip in (True, False):
         kind = "inplace" if ip else "outofplace"
         yield os.path.join("allreduce", "2gpu_ll1_%s.json" % kind), allreduce_ll1(ip)
-        yield os.path.join("allreduce", "2gpu_ll2_%s.json" % kind), allreduce_ll2(ip)
-        yield os.path.join("allgather", "2gpu_ll_%s.json" % kind), allgather_ll(ip)
+        yield os.path.join("extra", "allreduce", "2gpu_ll2_%s.json" % kind), allreduce_ll2(ip)
+        yield os.path.join("extra", "allgather", "2gpu_ll_%s.json" % kind), allgather_ll(ip)
 
 
 def render(p):

@@ -599,7 +599,9 @@ int main(int argc, char **argv) {
   add_dir(dir);
   snprintf(dir, sizeof(dir), "%s/plans/allreduce", src);
   add_dir(dir);
-  snprintf(dir, sizeof(dir), "%s/plans/allgather", src);
+  snprintf(dir, sizeof(dir), "%s/plans/extra/allreduce", src);
+  add_dir(dir);
+  snprintf(dir, sizeof(dir), "%s/plans/extra/allgather", src);
   add_dir(dir);
   g_res = (res_t *)mmap(NULL, sizeof(res_t) * 2 * NR, PROT_READ | PROT_WRITE,
                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);

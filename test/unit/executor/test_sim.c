@@ -23,6 +23,7 @@ typedef struct {
 static int cmp_str(const void *a, const void *b) { return strcmp(a, b); }
 
 /* *.json files of <source>/<rel> (optionally one level of sub-folders), sorted. */
+/* The .json files of `rel`, descending `subdirs` levels of sub-folders (dsl/ skipped). */
 static void list_json(file_list_t *fl, const char *rel, int subdirs) {
   char dir[600];
   snprintf(dir, sizeof(dir), "%.300s/%.250s", test_src_dir(), rel);
@@ -42,7 +43,7 @@ static void list_json(file_list_t *fl, const char *rel, int subdirs) {
       DIR *dd = opendir(full);
       if (dd) {
         closedir(dd);
-        list_json(fl, sub, 0);
+        list_json(fl, sub, subdirs - 1);
       }
     }
   }
@@ -212,7 +213,7 @@ END_TEST
 
 START_TEST(test_shipped_plans) {
   file_list_t *fl = pcl_calloc(1, sizeof(*fl), "list");
-  list_json(fl, "plans", 1);
+  list_json(fl, "plans", 2); /* plans/<collective>/ and plans/extra/<collective>/ */
   ck_assert_int_ge(fl->n, 6);
   for (int i = 0; i < fl->n; i++) {
     pcl_plan_t *p = load_ok(fl->paths[i]);
