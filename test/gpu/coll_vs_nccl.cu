@@ -500,7 +500,11 @@ static int model_proc(const tcase_t *cs, int ncases) {
   pid_t pids[NR];
   for (int r = 0; r < NR; r++) {
     pids[r] = fork();
-    if (pids[r] == 0) _exit(proc_rank(r, sh, cs, ncases));
+    if (pids[r] == 0) {
+      int rc = proc_rank(r, sh, cs, ncases);
+      fflush(stdout); /* _exit skips stdio: the verdict line must reach the log */
+      _exit(rc);
+    }
   }
   int rc = 0;
   for (int r = 0; r < NR; r++) {

@@ -322,7 +322,11 @@ static int model_processes(void) {
   pid_t pids[NR];
   for (int r = 0; r < NR; r++) {
     pids[r] = fork();
-    if (pids[r] == 0) _exit(proc_rank(r, p[0], p[1]));
+    if (pids[r] == 0) {
+      int rc = proc_rank(r, p[0], p[1]);
+      fflush(stdout); /* _exit skips stdio: the verdict line must reach the log */
+      _exit(rc);
+    }
   }
   close(p[0]);
   close(p[1]);
