@@ -45,4 +45,14 @@ int pcl_plan_op_is_packet(int op_type);  /* uses packets in scratch (needs LL) *
 int pcl_plan_op_is_reduce(int op_type);  /* carries a reduction */
 int pcl_plan_op_is_nvls(int op_type);
 
+/* Greatest common divisor (plan rates in the validator, size steps in the simulator). */
+static inline uint64_t pcl_plan_gcd64(uint64_t a, uint64_t b) {
+  while (b) {
+    uint64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
 #endif

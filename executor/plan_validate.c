@@ -516,18 +516,9 @@ typedef struct {
   uint64_t num, den;
 } rate_t;
 
-static uint64_t gcd64(uint64_t a, uint64_t b) {
-  while (b) {
-    uint64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
 static int rate_index(rate_t *rates, int *nrates, int cap, uint64_t num, uint64_t den) {
   if (den == 0) return 0;
-  uint64_t g = gcd64(num, den);
+  uint64_t g = pcl_plan_gcd64(num, den);
   num /= g;
   den /= g;
   for (int i = 1; i < *nrates; i++)

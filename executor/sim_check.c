@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "alloc.h"
+#include "plan_int.h"
 #include "sim_int.h"
 
 /* ---- Names -------------------------------------------------------------------------------- */
@@ -230,16 +231,7 @@ int sim_check_rank(sim_t *s, sim_rank_t *r, sim_call_t *c) {
 
 /* ---- Automatic sizes ------------------------------------------------------------------------- */
 
-static uint64_t gcd64(uint64_t a, uint64_t b) {
-  while (b) {
-    uint64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
-static uint64_t lcm64(uint64_t a, uint64_t b) { return a / gcd64(a, b) * b; }
+static uint64_t lcm64(uint64_t a, uint64_t b) { return a / pcl_plan_gcd64(a, b) * b; }
 
 /* Smallest message-size step that splits into whole aligned chunks on every rank. */
 static uint64_t size_granule(const pcl_plan_t *plan) {
