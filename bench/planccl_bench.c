@@ -32,6 +32,8 @@ typedef struct {
   const char *(*error_string)(ncclResult_t);
 } lib_t;
 
+cudaError_t pcl_bench_launch_empty(cudaStream_t stream); /* empty_kernel.cu */
+
 typedef enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCESCATTER } coll_t;
 static const char *coll_names[] = {"allreduce", "allgather", "reducescatter"};
 
@@ -47,6 +49,7 @@ typedef struct {
   int wrong[MAX_SIZES];
   double host_median_us, host_p99_us;
   double launch_median_us; /* cudaMemsetAsync of 16 bytes: what one CUDA launch costs here */
+  double kernel_median_us; /* one empty kernel launch: the floor under any kernel's host path */
 } result_t;
 
 typedef struct {
@@ -253,6 +256,15 @@ static void *worker(void *arg) {
     CUDA_OK(cudaStreamSynchronize(s));
     qsort(t, N, sizeof(double), cmp_double);
     if (w->rank == 0) w->res->launch_median_us = t[N / 2];
+    for (int i = 0; i < N; i++) {
+      if (i % 256 == 0) CUDA_OK(cudaStreamSynchronize(s));
+      double a = now_us();
+      CUDA_OK(pcl_bench_launch_empty(s));
+      t[i] = now_us() - a;
+    }
+    CUDA_OK(cudaStreamSynchronize(s));
+    qsort(t, N, sizeof(double), cmp_double);
+    if (w->rank == 0) w->res->kernel_median_us = t[N / 2];
   }
   pthread_barrier_wait(w->bar);
   cudaEventDestroy(e0);
@@ -431,6 +443,7 @@ int main(int argc, char **argv) {
         r->host_median_us = one.host_median_us;
         r->host_p99_us = one.host_p99_us;
         r->launch_median_us = one.launch_median_us;
+        r->kernel_median_us = one.kernel_median_us;
       }
     }
   }
@@ -464,9 +477,9 @@ int main(int argc, char **argv) {
     for (int l = 0; l < nlibs; l++)
       if (libs[l].label)
         printf("# host path of one %s call of %zu bytes (%s; planccl path %s): median %.3f us, "
-               "p99 %.3f us; one bare CUDA launch (cudaMemsetAsync) %.3f us\n",
+               "p99 %.3f us; bare launches: cudaMemsetAsync %.3f us, empty kernel %.3f us\n",
                coll_names[o.coll], o.sizes[0], libs[l].label, path, res[l].host_median_us,
-               res[l].host_p99_us, res[l].launch_median_us);
+               res[l].host_p99_us, res[l].launch_median_us, res[l].kernel_median_us);
   }
   printf("# path: what planccl ran for that size (plan:NAME = its own kernel, nccl = forwarded)\n");
   if (path_log[0]) unlink(path_log);
