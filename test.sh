@@ -14,19 +14,38 @@ cmake --install build >/dev/null
 
 pcl_log "tests"
 status=0
-(cd build && ctest --output-on-failure -j "$(nproc)") || status=1
+passed=0 failed=0 skipped=0
+# Adds one ctest log's counts to the totals printed on the last line.
+count() {
+  local total nfail nskip
+  total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$1" | tail -1)
+  nfail=$(sed -n 's/.*, \([0-9]*\) tests failed out of.*/\1/p' "$1" | tail -1)
+  nskip=$(grep -c '\*\*\*Skipped\|Not Run.*Disabled' "$1" || true)
+  passed=$((passed + ${total:-0} - ${nfail:-0} - nskip))
+  failed=$((failed + ${nfail:-0}))
+  skipped=$((skipped + nskip))
+}
+(cd build && ctest --output-on-failure -j "$(nproc)") 2>&1 | tee build/ctest.log || status=1
+count build/ctest.log
 
 if [ "${PCL_SKIP_SANITIZE:-0}" != 1 ]; then
   pcl_log "AddressSanitizer + UBSan build of the unit tests"
   mkdir -p build-asan
   PCL_BUILD_TARGET=pcl_unit_tests pcl_build build-asan -DPCL_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$(nproc)" -L unit -LE nosan) || status=1
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$(nproc)" -L unit -LE nosan) 2>&1 |
+    tee build-asan/ctest.log || status=1
+  count build-asan/ctest.log
 fi
 
 if [ "${PCL_SKIP_FUZZ:-0}" != 1 ] && [ -x test/fuzz/run.sh ]; then
   pcl_log "fuzzing"
-  test/fuzz/run.sh || status=1
+  if test/fuzz/run.sh >build/fuzz.log 2>&1; then
+    passed=$((passed + 1)); tail -3 build/fuzz.log
+  else
+    failed=$((failed + 1)); status=1; tail -40 build/fuzz.log
+  fi
 fi
 
 [ $status = 0 ] && pcl_log "all tests passed" || pcl_log "SOME TESTS FAILED"
+echo "test.sh: $passed passed, $failed failed, $skipped skipped"
 exit $status
