@@ -68,6 +68,7 @@ typedef enum {
   PCL_WHY_BARE_REAL,     /* called with the real NCCL's own comm handle */
   PCL_WHY_ROOT,          /* broadcast/reduce with a root other than 0 (plans are written for
                             root 0: the JSON format has no root) */
+  PCL_WHY_PLAN_OP,       /* the plan names a reduce_op other than the call's */
   PCL_WHY_COUNT
 } pcl_why_t;
 

@@ -31,6 +31,7 @@ const char *pcl_why_name(pcl_why_t why) {
       [PCL_WHY_SIZE_OVERFLOW] = "size overflows",
       [PCL_WHY_BARE_REAL] = "real NCCL handle",
       [PCL_WHY_ROOT] = "root is not 0",
+      [PCL_WHY_PLAN_OP] = "the plan names another reduce_op",
   };
   return (unsigned)why < PCL_WHY_COUNT ? names[why] : "?";
 }
@@ -109,6 +110,8 @@ void pcl_dispatch_decide(const struct pcl_dispatch_inputs *in, struct pcl_dispat
       set(d, PCL_PATH_NCCL, PCL_WHY_DTYPE);
     else if (has_op(in->coll) && !(in->caps->redops[dt] & (1u << (unsigned)in->op)))
       set(d, PCL_PATH_NCCL, PCL_WHY_REDOP);
+    else if (has_op(in->coll) && !pcl_plan_accepts_op(plan, (int)in->op))
+      set(d, PCL_PATH_NCCL, PCL_WHY_PLAN_OP);
     else if (pcl_plan_buffer_bytes(plan, d->msg_bytes, &d->in_bytes, &d->out_bytes) != 0)
       set(d, PCL_PATH_NCCL, PCL_WHY_NO_PLAN);
     else set(d, PCL_PATH_PLAN, PCL_WHY_PLAN);

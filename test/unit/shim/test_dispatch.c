@@ -134,6 +134,8 @@ static const struct dcase cases[] = {
     {"ag 2M+32 total", AG, 262148, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
     {"ag ignores op", AG, 4, ncclFloat, (ncclRedOp_t)77, 0, 2, 2, PLAN, PCL_WHY_PLAN, AG_O},
     {"rs 2x4 floats", RS, 4, ncclFloat, ncclSum, 0, 2, 2, PLAN, PCL_WHY_PLAN, "test_rs2_ll"},
+    {"rs avg on a sum plan", RS, 4, ncclFloat, ncclAvg, 0, 2, 2, PLAN, PCL_WHY_PLAN, "test_rs2_ll"},
+    {"rs max on a sum plan", RS, 4, ncclFloat, ncclMax, 0, 2, 2, NCCL, PCL_WHY_PLAN_OP, NULL},
     {"rs in-place (no plan)", RS, 4, ncclFloat, ncclSum, 1, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
     {"rs above 1M", RS, 262148, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
     {"broadcast (no plan)", PCL_COLL_BROADCAST, 256, ncclFloat, ncclSum, 1, 2, 2, NCCL,
