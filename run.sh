@@ -28,5 +28,6 @@ if [ "$ngpus" -ge 2 ]; then
     --lib "planccl=$prefix/lib/libplanccl.so" --lib "nccl=$real" | grep '^# host path'
 else
   pcl_log "no GPUs here: simulating every shipped plan on the CPU"
-  "$prefix/bin/planccl-plan" simulate $(find "$prefix/share/planccl/plans" -name "*.json" | sort)
+  "$prefix/bin/planccl-plan" simulate --max-bytes 16K \
+    $(find "$prefix/share/planccl/plans" "$prefix/share/planccl/plans-extra" -name "*.json" | sort)
 fi

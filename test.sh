@@ -9,7 +9,7 @@ cd "$PCL_ROOT"
 
 pcl_install_deps
 mkdir -p build
-pcl_build build
+pcl_build build -DPCL_BUILD_TESTS=ON
 cmake --install build >/dev/null
 
 pcl_log "tests"

@@ -137,7 +137,8 @@ static int cmd_simulate(int nfiles, char **files, sim_args_t *a) {
       bad = 1;
       continue;
     }
-    const char *name = strrchr(files[f], '/') ? strrchr(files[f], '/') + 1 : files[f];
+    /* The plan's own name: file names repeat across collective folders (4gpu_ll_inplace). */
+    const char *name = p->name;
     int reducing = p->collective == PCL_PLAN_COLL_ALLREDUCE ||
                    p->collective == PCL_PLAN_COLL_REDUCESCATTER ||
                    p->collective == PCL_PLAN_COLL_REDUCE;
