@@ -54,15 +54,7 @@ static int reduces(pcl_plan_coll_t c) {
 }
 
 int pcl_sim_plan_supports_op(const pcl_plan_t *plan, ncclRedOp_t op) {
-  for (int g = 0; g < plan->n_gpus; g++)
-    for (int b = 0; b < plan->gpus[g].n_blocks; b++)
-      for (int i = 0; i < plan->gpus[g].blocks[b].n_ops; i++) {
-        int r = plan->gpus[g].blocks[b].ops[i].reduce_op;
-        if (r == PCL_PLAN_RED_NONE || r == (int)op) continue;
-        if (op == ncclAvg && r == PCL_PLAN_RED_SUM) continue;
-        return 0;
-      }
-  return 1;
+  return pcl_plan_accepts_op(plan, (int)op); /* the one rule, shared with the executor */
 }
 
 /* ---- Inputs --------------------------------------------------------------------------------- */

@@ -47,25 +47,6 @@ static int load(const char *path, pcl_plan_t **plan) {
   return 1;
 }
 
-/* WORKAROUND until the loader maps an absent "reduce_op" to PCL_PLAN_RED_NONE (the call's op,
- * as DESIGN.md says): a plan file that never mentions reduce_op gets call-op semantics here. */
-static int mentions_reduce_op(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return 1;
-  int found = 0;
-  if (fseek(f, 0, SEEK_END) == 0) {
-    long len = ftell(f);
-    char *text = len > 0 ? pcl_calloc((size_t)len + 1, 1, "plan text") : NULL;
-    if (text && fseek(f, 0, SEEK_SET) == 0 && fread(text, 1, (size_t)len, f) == (size_t)len)
-      found = strstr(text, "\"reduce_op\"") != NULL;
-    else
-      found = 1;
-    pcl_free(text);
-  }
-  fclose(f);
-  return found;
-}
-
 /* ---- validate ------------------------------------------------------------------------------ */
 static int cmd_validate(int nfiles, char **files) {
   int bad = 0;
@@ -147,7 +128,6 @@ static int cmd_simulate(int nfiles, char **files, sim_args_t *a) {
       for (int d = 0; d < a->ndtypes; d++)
         for (int o = 0; o < nops; o++) {
           pcl_sim_opts_t opts = a->base;
-          if (!mentions_reduce_op(files[f])) opts.call_op_everywhere = 1;
           opts.dtype = (ncclDataType_t)a->dtypes[d];
           opts.op = (ncclRedOp_t)(reducing ? a->ops[o] : ncclSum);
           opts.packet = (pcl_sim_packet_t)a->packets[pk];

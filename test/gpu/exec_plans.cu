@@ -44,25 +44,7 @@ static plan_list_t g_pl;
 static pcl_bootstrap_handle_t g_handle;
 static int g_quick;
 
-#define FAIL(...)                                                                                  \
-  do {                                                                                             \
-    fprintf(stderr, "rank %d: ", rank);                                                            \
-    fprintf(stderr, __VA_ARGS__);                                                                  \
-    fprintf(stderr, " (line %d)\n", __LINE__);                                                     \
-    return 1;                                                                                      \
-  } while (0)
-#define CK(call)                                                                                   \
-  do {                                                                                             \
-    ncclResult_t r_ = (call);                                                                      \
-    if (r_ != ncclSuccess)                                                                         \
-      FAIL("%s -> %d", #call, (int)r_);                                                            \
-  } while (0)
-#define CUCK(call)                                                                                 \
-  do {                                                                                             \
-    cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess)                                                                         \
-      FAIL("%s -> %s", #call, cudaGetErrorString(e_));                                             \
-  } while (0)
+#include "gpu_test_check.h"
 
 static uint64_t rng_next(uint64_t *s) {
   *s ^= *s << 13;

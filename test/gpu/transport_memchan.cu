@@ -40,25 +40,7 @@ static int g_cycles = 10000, g_iters = 20000;
 static size_t g_bytes = 1ull << 30;
 static pcl_bootstrap_handle_t g_handle;
 
-#define FAIL(...)                                                                                  \
-  do {                                                                                             \
-    fprintf(stderr, "rank %d: ", rank);                                                            \
-    fprintf(stderr, __VA_ARGS__);                                                                  \
-    fprintf(stderr, " (line %d)\n", __LINE__);                                                     \
-    return 1;                                                                                      \
-  } while (0)
-#define CK(call)                                                                                   \
-  do {                                                                                             \
-    ncclResult_t r_ = (call);                                                                      \
-    if (r_ != ncclSuccess)                                                                         \
-      FAIL("%s -> %d", #call, (int)r_);                                                            \
-  } while (0)
-#define CUCK(call)                                                                                 \
-  do {                                                                                             \
-    cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess)                                                                         \
-      FAIL("%s -> %s", #call, cudaGetErrorString(e_));                                             \
-  } while (0)
+#include "gpu_test_check.h"
 
 /* ---- test kernels ---- */
 

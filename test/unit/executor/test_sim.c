@@ -217,8 +217,7 @@ START_TEST(test_shipped_plans) {
   ck_assert_int_ge(fl->n, 6);
   for (int i = 0; i < fl->n; i++) {
     pcl_plan_t *p = load_ok(fl->paths[i]);
-    /* Shipped plans leave reduce_op out (the call's op): any_op makes that explicit until the
-     * loader maps an absent reduce_op to PCL_PLAN_RED_NONE. */
+    /* Shipped plans leave reduce_op out, so every op applies (any_op changes nothing here). */
     sweep(p, fl->paths[i], 16 << 10, 1);
     expect_ok(p, fl->paths[i], ncclFloat32, ncclSum, PCL_SIM_LL16, 0, 4, 1, 0);
     /* Every size in range that splits into 16-byte units per chunk is runnable. */
