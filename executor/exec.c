@@ -9,6 +9,7 @@
 #include "kernels.h"
 #include "log.h"
 #include "memchan.h"
+#include "portchan.h"
 
 typedef struct {
   const pcl_plan_t *plan;
@@ -20,7 +21,9 @@ typedef struct {
 } prog_t;
 
 struct pcl_exec_userbuf {
+  pcl_exec_ctx_t *ctx;
   pcl_memchan_buf_t *buf[2]; /* input, output (the same registration when in == out) */
+  uint32_t port_id[2];       /* port-channel memory ids of input, output (PCL_KABI_NO_MEM) */
 };
 
 struct pcl_exec_ctx {
@@ -101,21 +104,52 @@ ncclResult_t pcl_exec_userbuf_create(pcl_exec_ctx_t *c, void *in, size_t in_byte
   PCL_CALLOC(u, 1, "exec userbuf");
   if (u == NULL)
     return ncclSystemError;
+  u->ctx = c;
+  u->port_id[0] = u->port_id[1] = PCL_KABI_NO_MEM;
   PCL_CHECK_GOTO(pcl_memchan_buf_reg(c->cfg.memchan, in, in_bytes, &u->buf[0]), res, err);
   if (out != in)
-    PCL_CHECK_GOTO(pcl_memchan_buf_reg(c->cfg.memchan, out, out_bytes, &u->buf[1]), res, err_in);
+    PCL_CHECK_GOTO(pcl_memchan_buf_reg(c->cfg.memchan, out, out_bytes, &u->buf[1]), res, err);
+  if (c->cfg.portchan != NULL) {
+    PCL_CHECK_GOTO(pcl_portchan_buf_reg(c->cfg.portchan, in, in_bytes, u->buf[0], &u->port_id[0]),
+                   res, err);
+    u->port_id[1] = u->port_id[0];
+    if (out != in)
+      PCL_CHECK_GOTO(
+          pcl_portchan_buf_reg(c->cfg.portchan, out, out_bytes, u->buf[1], &u->port_id[1]), res,
+          err);
+  }
   *ub = u;
   return ncclSuccess;
-err_in:
-  pcl_memchan_buf_release(u->buf[0]);
 err:
-  pcl_free(u);
+  pcl_exec_userbuf_destroy(u);
   return res;
 }
 
 void pcl_exec_userbuf_destroy(pcl_exec_userbuf_t *u) {
   if (u == NULL)
     return;
+  /* Programs bound to these buffers go too: a later registration may reuse the address of u. */
+  pcl_exec_ctx_t *c = u->ctx;
+  int prev = -1;
+  cudaGetDevice(&prev);
+  cudaSetDevice(c->cfg.cuda_dev);
+  for (int i = 0; i < c->nprogs; i++) {
+    prog_t *p = &c->progs[i];
+    if (p->ub == u && (p->shape.remote_io || p->shape.port_io)) {
+      cudaFree(p->d_blocks);
+      cudaFree(p->d_sems);
+      *p = c->progs[--c->nprogs];
+      i--;
+    }
+  }
+  c->last = 0;
+  if (prev >= 0)
+    cudaSetDevice(prev);
+  if (u->ctx->cfg.portchan != NULL) {
+    if (u->port_id[1] != u->port_id[0])
+      pcl_portchan_buf_release(u->ctx->cfg.portchan, u->port_id[1]);
+    pcl_portchan_buf_release(u->ctx->cfg.portchan, u->port_id[0]);
+  }
   pcl_memchan_buf_release(u->buf[1]);
   pcl_memchan_buf_release(u->buf[0]);
   pcl_free(u);
@@ -140,15 +174,53 @@ static uint64_t peer_user(const pcl_exec_userbuf_t *ub, int peer, int type) {
   return pcl_memchan_buf_remote(b, peer, &bytes);
 }
 
+/* The plan's i-th channel of type t on this rank is the k-th to its peer: k is the transport
+ * channel index it binds to. */
+static int chan_index(const pcl_plan_channel_t *ch, int i) {
+  int k = 0;
+  for (int j = 0; j < i; j++)
+    k += ch[j].peer == ch[i].peer;
+  return k;
+}
+
+static uint32_t user_port_id(const pcl_exec_userbuf_t *ub, int type) {
+  if (ub == NULL)
+    return PCL_KABI_NO_MEM;
+  return ub->port_id[type == PCL_PLAN_BUF_OUTPUT ? 1 : 0];
+}
+
+static ncclResult_t bind_ports(pcl_exec_ctx_t *c, const pcl_plan_t *plan,
+                               const pcl_exec_userbuf_t *ub, pcl_kportchan_t *port) {
+  const pcl_plan_gpu_t *g = &plan->gpus[c->cfg.rank];
+  const pcl_plan_channel_t *ch = g->channels[PCL_PLAN_CHAN_PORT];
+  for (int i = 0; i < g->n_channels[PCL_PLAN_CHAN_PORT]; i++) {
+    int k = chan_index(ch, i);
+    pcl_portchan_info_t info;
+    if (c->cfg.portchan == NULL ||
+        pcl_portchan_info(c->cfg.portchan, ch[i].peer, k, &info) != ncclSuccess) {
+      PCL_WARN(PCL_LOG_EXEC, "plan %s: no port channel %d to rank %d (%d per peer)", plan->name, k,
+               ch[i].peer, c->cfg.portchan ? pcl_portchan_nchannels(c->cfg.portchan) : 0);
+      return ncclInvalidUsage;
+    }
+    port[i].fifo = info.fifo;
+    port[i].local_inbound = info.local_inbound;
+    port[i].local_expected = info.local_expected;
+    port[i].chan_id = info.chan_id;
+    port[i].src_mem[PCL_KBUF_INPUT] = user_port_id(ub, PCL_PLAN_BUF_INPUT);
+    port[i].src_mem[PCL_KBUF_OUTPUT] = user_port_id(ub, PCL_PLAN_BUF_OUTPUT);
+    port[i].src_mem[PCL_KBUF_SCRATCH] =
+        c->cfg.scratch != NULL ? PCL_PORTCHAN_MEM_SCRATCH : PCL_KABI_NO_MEM;
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t bind_tables(pcl_exec_ctx_t *c, const pcl_plan_t *plan,
                                 const pcl_exec_userbuf_t *ub, pcl_kmemchan_t *mem,
                                 pcl_kremote_t *rb) {
   const pcl_plan_gpu_t *g = &plan->gpus[c->cfg.rank];
   const pcl_plan_channel_t *ch = g->channels[PCL_PLAN_CHAN_MEMORY];
   for (int i = 0; i < g->n_channels[PCL_PLAN_CHAN_MEMORY]; i++) {
-    int k = 0;
-    for (int j = 0; j < i; j++)
-      k += ch[j].peer == ch[i].peer;
+    int k = chan_index(ch, i);
     pcl_memchan_info_t info;
     if (c->cfg.memchan == NULL ||
         pcl_memchan_info(c->cfg.memchan, ch[i].peer, k, &info) != ncclSuccess) {
@@ -175,6 +247,10 @@ static ncclResult_t bind_tables(pcl_exec_ctx_t *c, const pcl_plan_t *plan,
     } else {
       rb[i].ptr = peer_user(ub, r->rank, r->type);
     }
+    /* Memory ids are assigned alike on every rank, so the peer's buffer has my id for it. */
+    if (r->access & (1u << PCL_PLAN_CHAN_PORT))
+      rb[i].mem_id = r->type == PCL_PLAN_BUF_SCRATCH ? PCL_PORTCHAN_MEM_SCRATCH
+                                                     : user_port_id(ub, r->type);
     if (rb[i].ptr == 0 && (r->access & (1u << PCL_PLAN_CHAN_MEMORY))) {
       PCL_WARN(PCL_LOG_EXEC, "plan %s: rank %d's %s buffer is not mapped here%s", plan->name,
                r->rank, pcl_plan_buf_name(r->type),
@@ -205,10 +281,14 @@ static int prog_check(const pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pro
   else if (!ll16 && p->shape.has_pkt_reduce &&
            !pcl_kernels_pkt_reduce_supported(a->dtype, PCL_KPKT_LL8))
     why = "LL8 packets cannot carry 8-byte elements";
-  else if (p->shape.has_port)
-    why = "port channels are not bound by the executor yet";
+  else if (p->shape.has_port && c->cfg.portchan == NULL)
+    why = "no port channels on this communicator";
+  else if (p->shape.has_port && pcl_portchan_error(c->cfg.portchan) != ncclSuccess)
+    why = "the port-channel proxy failed";
   else if (p->shape.remote_io && a->ub == NULL)
     why = "zero-copy plan without registered buffers";
+  else if (p->shape.port_io && a->ub == NULL)
+    why = "port channel reads or writes a user buffer that is not registered";
   else if (plan->use_double_scratch_buffer ? p->shape.scratch_half > c->half
                                            : p->shape.scratch_half > c->cfg.scratch_bytes)
     why = "scratch too small";
@@ -229,6 +309,7 @@ static ncclResult_t prog_build(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const 
   const pcl_plan_gpu_t *g = &plan->gpus[c->cfg.rank];
   pcl_kblock_t *h_blocks = NULL;
   pcl_kmemchan_t *mem = NULL;
+  pcl_kportchan_t *port = NULL;
   pcl_kremote_t *rb = NULL;
   int32_t sems[PCL_KABI_MAX_SEMAPHORES] = {0};
   enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
@@ -243,14 +324,21 @@ static ncclResult_t prog_build(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const 
     return ncclInvalidArgument;
   PCL_CALLOC(h_blocks, (size_t)plan->max_blocks, "exec blocks");
   PCL_CALLOC(mem, (size_t)g->n_channels[PCL_PLAN_CHAN_MEMORY] + 1, "exec memchans");
+  PCL_CALLOC(port, (size_t)g->n_channels[PCL_PLAN_CHAN_PORT] + 1, "exec portchans");
   PCL_CALLOC(rb, (size_t)g->n_rbufs + 1, "exec remotes");
-  if (h_blocks == NULL || mem == NULL || rb == NULL) {
+  if (h_blocks == NULL || mem == NULL || port == NULL || rb == NULL) {
     res = ncclSystemError;
     goto out;
   }
-  if (!p->shape.has_port && !(p->shape.remote_io && a->ub == NULL))
+  /* A shape that cannot bind still gets a program (zeroed tables) so that prog_check can refuse
+   * it alike on every rank; it is never launched. */
+  if (!(p->shape.has_port && c->cfg.portchan == NULL) &&
+      !((p->shape.remote_io || p->shape.port_io) && a->ub == NULL)) {
     PCL_CHECK_GOTO(bind_tables(c, plan, a->ub, mem, rb), res, out);
-  pcl_exec_bind_t bind = {mem, NULL, rb};
+    if (p->shape.has_port)
+      PCL_CHECK_GOTO(bind_ports(c, plan, a->ub, port), res, out);
+  }
+  pcl_exec_bind_t bind = {mem, port, rb};
   PCL_CHECK_GOTO(pcl_exec_build_blocks(plan, c->cfg.rank, &l, &bind, h_blocks), res, out);
   for (int i = 0; i < g->n_sems; i++)
     sems[i] = (int32_t)g->sem_init[i];
@@ -278,6 +366,7 @@ out:
     p->d_sems = NULL;
   }
   pcl_free(rb);
+  pcl_free(port);
   pcl_free(mem);
   pcl_free(h_blocks);
   return res;
@@ -288,7 +377,7 @@ static ncclResult_t prog_get(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
   if (c->last < c->nprogs) {
     prog_t *p = &c->progs[c->last];
     if (p->plan == plan && p->in_bytes == a->in_bytes && p->out_bytes == a->out_bytes &&
-        (!p->shape.remote_io || p->ub == a->ub)) {
+        (!(p->shape.remote_io || p->shape.port_io) || p->ub == a->ub)) {
       *out = p;
       return ncclSuccess;
     }
@@ -296,7 +385,7 @@ static ncclResult_t prog_get(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
   for (int i = 0; i < c->nprogs; i++) {
     prog_t *p = &c->progs[i];
     if (p->plan == plan && p->in_bytes == a->in_bytes && p->out_bytes == a->out_bytes &&
-        (!p->shape.remote_io || p->ub == a->ub)) {
+        (!(p->shape.remote_io || p->shape.port_io) || p->ub == a->ub)) {
       c->last = i;
       *out = p;
       return ncclSuccess;

@@ -33,6 +33,8 @@ typedef struct {
   int has_reduce;
   int has_port;          /* some op uses a port channel */
   int remote_io;         /* some op addresses a peer's input/output buffer (zero-copy) */
+  int port_io;           /* some port-channel op names a local input/output buffer (the proxy
+                            reads it by memory id: needs registered buffers) */
   uint64_t scratch_half; /* largest scratch_half_bytes over the ranks */
 } pcl_exec_shape_t;
 
@@ -54,6 +56,7 @@ int pcl_exec_kop_of(int plan_op);
 typedef struct pcl_exec_ctx pcl_exec_ctx_t;
 struct pcl_memchan;
 struct pcl_memchan_buf;
+struct pcl_portchan;
 
 typedef struct {
   int cuda_dev;
@@ -62,6 +65,10 @@ typedef struct {
    * channels a plan opens to one peer). NULL: only plans without memory channels/remote buffers
    * can be bound. The plan's k-th memory channel to peer p uses memchan channel k of p. */
   struct pcl_memchan *memchan;
+  /* Port channels (transport/portchan.h) on the same bootstrap, or NULL: plans with port
+   * channels are then refused. The plan's k-th port channel to peer p uses portchan channel k of
+   * p; its scratch is `scratch`. */
+  struct pcl_portchan *portchan;
   void *scratch;        /* device scratch shared by all plans (exposed through memchan) */
   size_t scratch_bytes; /* double-scratch plans use halves of scratch_bytes / 2 (a constant) */
   int64_t timeout_s;    /* kernel spin timeout, 0 = none (pcl_param_timeout_s()) */
@@ -74,8 +81,10 @@ ncclResult_t pcl_exec_ctx_create(const pcl_exec_config_t *cfg, pcl_exec_ctx_t **
 void pcl_exec_ctx_destroy(pcl_exec_ctx_t *ctx);
 
 /* User buffers registered collectively (ncclCommRegister / ncclMemAlloc): needed by plans that
- * read or write a PEER's input/output (zero-copy; allreduce_simple_2, reduce_2, reduce_tbg_2).
- * Collective over the memchan's bootstrap: every rank calls it in the same order. */
+ * read or write a PEER's input/output (zero-copy; allreduce_simple_2, reduce_2, reduce_tbg_2) and
+ * by port-channel plans whose puts start from or land in input/output. Registered with the memory
+ * channels and, when the context has them, the port channels. Collective over the channels'
+ * bootstrap: every rank calls it in the same order. */
 typedef struct pcl_exec_userbuf pcl_exec_userbuf_t;
 ncclResult_t pcl_exec_userbuf_create(pcl_exec_ctx_t *ctx, void *in, size_t in_bytes, void *out,
                                      size_t out_bytes, pcl_exec_userbuf_t **ub);

@@ -25,6 +25,7 @@ struct pcl_comm_pcl {
   struct pcl_topo *topo;
   struct pcl_mem_alloc *scratch;
   struct pcl_memchan *memchan;
+  struct pcl_portchan *portchan; /* NULL unless some selectable plan uses port channels */
   struct pcl_exec_ctx *exec;
   const pcl_registry_t *reg;
   struct pcl_kernel_caps caps;

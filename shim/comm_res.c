@@ -14,6 +14,7 @@
 #include "pcl_check.h"
 #include "mem.h"
 #include "memchan.h"
+#include "portchan.h"
 #include "param.h"
 #include "topo.h"
 
@@ -39,17 +40,20 @@ static uint64_t plans_hash(const pcl_registry_t *reg, int world, int rpn) {
 }
 
 /* Most memory channels any plan for (world, rpn) opens from one rank to one peer. */
-static int max_channels_per_peer(const pcl_registry_t *reg, int world, int rpn) {
-  int most = 1;
+/* The most channels of `type` any selectable plan opens from one rank to one peer (at least
+ * `floor`). */
+static int max_channels_per_peer(const pcl_registry_t *reg, int world, int rpn, int type,
+                                 int floor) {
+  int most = floor;
   for (int i = 0; i < pcl_registry_count(reg); i++) {
     const pcl_plan_t *p = pcl_registry_plan(reg, i);
     if (p->n_gpus != world || p->nranks_per_node != rpn) continue;
     for (int g = 0; g < p->n_gpus; g++) {
       const pcl_plan_gpu_t *gpu = &p->gpus[g];
-      const pcl_plan_channel_t *ch = gpu->channels[PCL_PLAN_CHAN_MEMORY];
-      for (int a = 0; a < gpu->n_channels[PCL_PLAN_CHAN_MEMORY]; a++) {
+      const pcl_plan_channel_t *ch = gpu->channels[type];
+      for (int a = 0; a < gpu->n_channels[type]; a++) {
         int k = 0;
-        for (int b = 0; b < gpu->n_channels[PCL_PLAN_CHAN_MEMORY]; b++) k += ch[b].peer == ch[a].peer;
+        for (int b = 0; b < gpu->n_channels[type]; b++) k += ch[b].peer == ch[a].peer;
         if (k > most) most = k;
       }
     }
@@ -98,6 +102,7 @@ void pcl_comm_res_destroy(struct pcl_comm_pcl *p, int abort) {
    * peer that is not itself making progress. */
   cudaDeviceSynchronize();
   pcl_exec_ctx_destroy(p->exec);
+  pcl_portchan_destroy(p->portchan); /* before the memory channels that map its semaphores */
   pcl_memchan_destroy(p->memchan);
   pcl_mem_free(p->scratch);
   pcl_topo_destroy(p->topo);
@@ -176,7 +181,8 @@ ncclResult_t pcl_comm_res_create(pcl_bootstrap_t *boot, int cuda_dev, struct pcl
   pcl_memchan_config_t mcfg;
   memset(&mcfg, 0, sizeof(mcfg));
   mcfg.cuda_dev = cuda_dev;
-  mcfg.nchannels = max_channels_per_peer(p->reg, p->nranks, p->ranks_per_node);
+  mcfg.nchannels = max_channels_per_peer(p->reg, p->nranks, p->ranks_per_node,
+                                         PCL_PLAN_CHAN_MEMORY, 1);
   mcfg.scratch = p->scratch->ptr;
   mcfg.scratch_bytes = p->scratch_bytes;
   if (pcl_memchan_create(boot, &mcfg, &p->memchan) != ncclSuccess) {
@@ -185,9 +191,33 @@ ncclResult_t pcl_comm_res_create(pcl_bootstrap_t *boot, int cuda_dev, struct pcl
     goto passthrough;
   }
 
+  /* Port channels (a proxy thread) only when some selectable plan uses them; collective and
+   * agreeing on its own like the memory channels. */
+  int nport = max_channels_per_peer(p->reg, p->nranks, p->ranks_per_node, PCL_PLAN_CHAN_PORT, 0);
+  if (nport > PCL_PORTCHAN_MAX_CHANNELS) {
+    WHY("plans open %d port channels to one peer (at most %d)", nport, PCL_PORTCHAN_MAX_CHANNELS);
+    goto passthrough;
+  }
+  if (nport > 0) {
+    /* One host with peer access everywhere (checked above): the copy engine to every peer. */
+    pcl_portchan_config_t pcfg = {.cuda_dev = cuda_dev, .bus_id = NULL, .nchannels = nport,
+                                  .kind = NULL, .memchan = p->memchan,
+                                  .scratch = p->scratch->ptr, .scratch_bytes = p->scratch_bytes};
+    const pcl_topo_rank_t *me = pcl_topo_rank_info(p->topo, p->rank);
+    if (me != NULL) pcfg.bus_id = me->bus_id;
+    res = pcl_portchan_create(boot, &pcfg, &p->portchan);
+    if (res != ncclSuccess) {
+      p->portchan = NULL;
+      res = ncclSuccess;
+      WHY("port channels could not be set up");
+      goto passthrough;
+    }
+  }
+
   /* Executor context (loads every kernel variant on this device before any can spin). */
   pcl_exec_config_t ecfg = {.cuda_dev = cuda_dev, .rank = p->rank, .nranks = p->nranks,
-                            .memchan = p->memchan, .scratch = p->scratch->ptr,
+                            .memchan = p->memchan, .portchan = p->portchan,
+                            .scratch = p->scratch->ptr,
                             .scratch_bytes = p->scratch_bytes,
                             .timeout_s = pcl_param_timeout_s()};
   ok = pcl_exec_ctx_create(&ecfg, &p->exec) == ncclSuccess;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * The proxy thread: drains the FIFO in order, turns data/flag/sync triggers into transport puts,
  * signals and flushes, and publishes the tail (a SYNC trigger only once every earlier transfer
- * completed). Tables are frozen once the thread runs. */
+ * completed). Channels and connections are frozen once the thread runs; memory may be registered
+ * and set while it runs (entries are published with release stores the thread acquire-loads). */
 #define _GNU_SOURCE
 #include "proxy.h"
 
@@ -20,10 +21,10 @@
 #include "pcl_check.h"
 
 typedef struct {
-  int used;
+  int used; /* published last (release); the proxy thread acquire-loads it */
   pcl_mem_local_t local;
   pcl_mem_remote_t *remote; /* per peer */
-  uint8_t *remote_set;      /* per peer */
+  uint8_t *remote_set;      /* per peer, published after remote[peer] (release) */
 } mem_entry_t;
 
 typedef struct {
@@ -58,9 +59,17 @@ struct pcl_proxy {
   int sync_pending; /* the trigger at the tail is a SYNC whose flush is not done yet */
 };
 
+static int mem_used(const mem_entry_t *m) {
+  return __atomic_load_n(&m->used, __ATOMIC_ACQUIRE);
+}
+
+static int mem_remote_set(const mem_entry_t *m, int peer) {
+  return __atomic_load_n(&m->remote_set[peer], __ATOMIC_ACQUIRE);
+}
+
 static const pcl_mem_local_t *lookup(void *owner, uint32_t id) {
   pcl_proxy_t *p = owner;
-  return (id < PCL_FIFO_MAX_MEMORIES && p->mem[id].used) ? &p->mem[id].local : NULL;
+  return (id < PCL_FIFO_MAX_MEMORIES && mem_used(&p->mem[id])) ? &p->mem[id].local : NULL;
 }
 
 ncclResult_t pcl_proxy_create(const pcl_proxy_config_t *cfg, pcl_proxy_t **out) {
@@ -156,12 +165,11 @@ ncclResult_t pcl_proxy_connect(pcl_proxy_t *p, int peer, pcl_transport_kind_t ki
 
 ncclResult_t pcl_proxy_mem_reg(pcl_proxy_t *p, uint32_t id, void *base, size_t size, int is_device,
                                uint32_t kinds_mask, pcl_mem_remote_t *exp) {
-  if (p->running || id >= PCL_FIFO_MAX_MEMORIES || p->mem[id].used || base == NULL) {
+  if (id >= PCL_FIFO_MAX_MEMORIES || base == NULL || p->mem[id].used) {
     PCL_WARN(PCL_LOG_PORT, "proxy: cannot register memory id %u (%s)", id,
-             p->running                    ? "proxy running"
-             : id >= PCL_FIFO_MAX_MEMORIES ? "id out of range"
-             : base == NULL                ? "NULL base"
-                                           : "id in use");
+             id >= PCL_FIFO_MAX_MEMORIES ? "id out of range"
+             : base == NULL              ? "NULL base"
+                                         : "id in use");
     return ncclInvalidUsage;
   }
   mem_entry_t *m = &p->mem[id];
@@ -181,7 +189,9 @@ ncclResult_t pcl_proxy_mem_reg(pcl_proxy_t *p, uint32_t id, void *base, size_t s
       connected |= p->conns[i].kind == (pcl_transport_kind_t)k;
     if (!connected && !(kinds_mask & (1u << k)))
       continue;
-    ncclResult_t res = ensure_init(p, (pcl_transport_kind_t)k);
+    /* A transport first initialised now would race with the running thread: not allowed. */
+    ncclResult_t res = p->running && !p->inited[k] ? ncclInvalidUsage
+                                                   : ensure_init(p, (pcl_transport_kind_t)k);
     if (res == ncclSuccess)
       res = pcl_transport_get((pcl_transport_kind_t)k)->mem_reg(&p->ctx, &m->local, exp);
     if (res != ncclSuccess) {
@@ -194,7 +204,7 @@ ncclResult_t pcl_proxy_mem_reg(pcl_proxy_t *p, uint32_t id, void *base, size_t s
       return res;
     }
   }
-  m->used = 1;
+  __atomic_store_n(&m->used, 1, __ATOMIC_RELEASE);
   return ncclSuccess;
 err_nomem:
   pcl_free(m->remote);
@@ -205,13 +215,34 @@ err_nomem:
 
 ncclResult_t pcl_proxy_mem_set_remote(pcl_proxy_t *p, uint32_t id, int peer,
                                       const pcl_mem_remote_t *remote) {
-  if (p->running || id >= PCL_FIFO_MAX_MEMORIES || !p->mem[id].used || peer < 0 ||
-      peer >= p->cfg.nranks) {
-    PCL_WARN(PCL_LOG_PORT, "proxy: cannot set remote memory id %u of peer %d", id, peer);
+  if (id >= PCL_FIFO_MAX_MEMORIES || !p->mem[id].used || peer < 0 || peer >= p->cfg.nranks ||
+      (p->running && p->mem[id].remote_set[peer])) {
+    PCL_WARN(PCL_LOG_PORT, "proxy: cannot set remote memory id %u of peer %d%s", id, peer,
+             p->running ? " (already set while the proxy runs)" : "");
     return ncclInvalidUsage;
   }
   p->mem[id].remote[peer] = *remote;
-  p->mem[id].remote_set[peer] = 1;
+  __atomic_store_n(&p->mem[id].remote_set[peer], 1, __ATOMIC_RELEASE);
+  return ncclSuccess;
+}
+
+static void mem_free_entry(pcl_proxy_t *p, mem_entry_t *m) {
+  for (int k = 1; k < PCL_TRANSPORT_COUNT; k++)
+    if (p->inited[k])
+      pcl_transport_get((pcl_transport_kind_t)k)->mem_dereg(&p->ctx, &m->local);
+  pcl_free(m->remote);
+  pcl_free(m->remote_set);
+  memset(m, 0, sizeof(*m));
+}
+
+ncclResult_t pcl_proxy_mem_dereg(pcl_proxy_t *p, uint32_t id) {
+  if (id >= PCL_FIFO_MAX_MEMORIES || !p->mem[id].used) {
+    PCL_WARN(PCL_LOG_PORT, "proxy: cannot deregister memory id %u (not registered)", id);
+    return ncclInvalidUsage;
+  }
+  /* The caller guarantees no trigger naming id is in flight; a later one is refused as unknown. */
+  __atomic_store_n(&p->mem[id].used, 0, __ATOMIC_RELEASE);
+  mem_free_entry(p, &p->mem[id]);
   return ncclSuccess;
 }
 
@@ -255,7 +286,7 @@ static ncclResult_t handle(pcl_proxy_t *p, const pcl_fifo_trigger_t *t, int *is_
     uint64_t so = pcl_fifo_trig_src_off(t), doff = pcl_fifo_trig_dst_off(t);
     uint64_t n = pcl_fifo_trig_size(t);
     mem_entry_t *s = &p->mem[sid], *d = &p->mem[did];
-    if (!s->used || !d->used || !d->remote_set[peer] || so + n > s->local.size ||
+    if (!mem_used(s) || !mem_used(d) || !mem_remote_set(d, peer) || so + n > s->local.size ||
         doff + n > d->remote[peer].size) {
       PCL_WARN(PCL_LOG_PORT,
                "proxy rank %d: bad put on channel %u: src mem %u+%llu dst mem %u+%llu "
@@ -268,7 +299,8 @@ static ncclResult_t handle(pcl_proxy_t *p, const pcl_fifo_trigger_t *t, int *is_
   }
   if (type & PCL_FIFO_TYPE_FLAG) {
     mem_entry_t *sm = &p->mem[c->desc.sem_mem_id < PCL_FIFO_MAX_MEMORIES ? c->desc.sem_mem_id : 0];
-    if (!sm->used || !sm->remote_set[peer] || c->desc.sem_off + 8 > sm->remote[peer].size) {
+    if (!mem_used(sm) || !mem_remote_set(sm, peer) ||
+        c->desc.sem_off + 8 > sm->remote[peer].size) {
       PCL_WARN(PCL_LOG_PORT, "proxy rank %d: channel %u has no semaphore of peer %d", p->cfg.rank,
                cid, peer);
       return ncclInvalidUsage;
@@ -405,16 +437,9 @@ void pcl_proxy_destroy(pcl_proxy_t *p) {
   }
   for (int i = 0; i < p->nconns; i++)
     pcl_transport_get(p->conns[i].kind)->disconnect(&p->ctx, p->conns[i].conn);
-  for (uint32_t id = 0; id < PCL_FIFO_MAX_MEMORIES; id++) {
-    mem_entry_t *m = &p->mem[id];
-    if (!m->used)
-      continue;
-    for (int k = 1; k < PCL_TRANSPORT_COUNT; k++)
-      if (p->inited[k])
-        pcl_transport_get((pcl_transport_kind_t)k)->mem_dereg(&p->ctx, &m->local);
-    pcl_free(m->remote);
-    pcl_free(m->remote_set);
-  }
+  for (uint32_t id = 0; id < PCL_FIFO_MAX_MEMORIES; id++)
+    if (p->mem[id].used)
+      mem_free_entry(p, &p->mem[id]);
   for (int k = 1; k < PCL_TRANSPORT_COUNT; k++)
     if (p->inited[k])
       pcl_transport_get((pcl_transport_kind_t)k)->fini(&p->ctx);

@@ -40,7 +40,8 @@ void pcl_proxy_destroy(pcl_proxy_t *p);
 /* The descriptor kernels push triggers into. */
 pcl_fifo_device_t pcl_proxy_fifo(const pcl_proxy_t *p);
 
-/* Setup, before pcl_proxy_start (the tables are read without locks by the proxy thread). */
+/* Setup. Connections and channels: before pcl_proxy_start (read without locks by the proxy
+ * thread). Memory: before or after start; an entry is published when complete. */
 
 /* Pairwise with the peer (each rank connects its peers in increasing peer order). A connection
  * per (peer, kind); connecting twice is a no-op. */
@@ -50,9 +51,11 @@ ncclResult_t pcl_proxy_connect(pcl_proxy_t *p, int peer, pcl_transport_kind_t ki
 ncclResult_t pcl_proxy_mem_reg(pcl_proxy_t *p, uint32_t id, void *base, size_t size, int is_device,
                                uint32_t kinds_mask, pcl_mem_remote_t *exp);
 /* Records what `peer` exported for its region `id` (for CE, remote->mapped must be the
- * peer-mapped address in this process). */
+ * peer-mapped address in this process). Once per (id, peer) while the proxy runs. */
 ncclResult_t pcl_proxy_mem_set_remote(pcl_proxy_t *p, uint32_t id, int peer,
                                       const pcl_mem_remote_t *remote);
+/* Withdraws region `id` (the caller guarantees no trigger naming it is queued or in flight). */
+ncclResult_t pcl_proxy_mem_dereg(pcl_proxy_t *p, uint32_t id);
 ncclResult_t pcl_proxy_channel_set(pcl_proxy_t *p, uint32_t channel_id,
                                    const pcl_proxy_channel_t *ch);
 

@@ -43,7 +43,11 @@ typedef struct {
   uint64_t mapped; /* CE: peer-mapped pointer in the importer's process, 0 if none */
   uint8_t reserved[24];
 } pcl_mem_remote_t;
+#ifdef __cplusplus
+static_assert(sizeof(pcl_mem_remote_t) == 64, "remote memory descriptor layout");
+#else
 _Static_assert(sizeof(pcl_mem_remote_t) == 64, "remote memory descriptor layout");
+#endif
 
 /* Per-proxy state shared with the transports. */
 typedef struct pcl_transport_ctx {

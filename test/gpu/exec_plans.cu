@@ -4,8 +4,11 @@
  * (bitwise for integers, ulp tolerance for floats), every dtype and op, in- and out-of-place,
  * several sizes; CUDA graphs (100 captured calls replayed with new inputs); plans alternating by
  * size back to back; two communicators interleaved; and the LL allreduce latency under graphs.
+ * Zero-copy and port-channel plans run on buffers registered per (plan, size, placement); port
+ * channels go over the copy engine, or TCP with --port-kind tcp (--port-only: only their plans).
  * Two ranks as two threads of one process, then as two forked processes. Exits 77 with fewer
- * than 2 GPUs. Usage: exec_plans [--only thread|proc] [--quick] */
+ * than 2 GPUs. Usage: exec_plans [--only thread|proc] [--quick] [--port-kind ce|tcp] [--port-only]
+ */
 #include <dirent.h>
 #include <math.h>
 #include <pthread.h>
@@ -18,6 +21,7 @@
 #include <cuda_runtime.h>
 #include "exec.h"
 #include "memchan.h"
+#include "portchan.h"
 extern "C" {
 #include "sim_int.h" /* the simulator's arithmetic: the reference results */
 }
@@ -43,6 +47,8 @@ static res_t *g_res; /* [mode * NR + rank], MAP_SHARED for the forked ranks */
 static plan_list_t g_pl;
 static pcl_bootstrap_handle_t g_handle;
 static int g_quick;
+static int g_port_kind = PCL_TRANSPORT_CE;
+static int g_port_only;
 
 #include "gpu_test_check.h"
 
@@ -100,6 +106,7 @@ typedef struct {
   pcl_bootstrap_t *boot;
   pcl_mem_alloc_t *scratch[2];
   pcl_memchan_t *mc[2];
+  pcl_portchan_t *pc[2];
   pcl_exec_ctx_t *ctx[2];
   cudaStream_t st[2];
   uint8_t *d_in, *d_out; /* MAX_BYTES * NR each */
@@ -113,6 +120,7 @@ typedef struct {
   ncclDataType_t dt;
   ncclRedOp_t op;
   int inplace;
+  const pcl_exec_userbuf_t *ub; /* registered buffers for zero-copy / port plans, else NULL */
 } case_t;
 
 static void bufs_of(rank_t *R, const case_t *c, uint8_t *din, uint8_t *dout, uint8_t **in,
@@ -159,7 +167,7 @@ static int launch_case(rank_t *R, int comm, const case_t *c, uint8_t *din, uint8
   gen_input(c->dt, seed, rank, R->h_in[rank], c->in_bytes);
   CUCK(cudaMemsetAsync(dout, 0xa5, c->out_bytes * (c->inplace ? NR : 1), R->st[comm]));
   CUCK(cudaMemcpyAsync(in, R->h_in[rank], c->in_bytes, cudaMemcpyHostToDevice, R->st[comm]));
-  pcl_exec_args_t a = {in, out, c->in_bytes, c->out_bytes, c->dt, c->op, 0, 0, NULL};
+  pcl_exec_args_t a = {in, out, c->in_bytes, c->out_bytes, c->dt, c->op, 0, 0, c->ub};
   CK(pcl_exec_launch(R->ctx[comm], c->plan, &a, R->st[comm]));
   return 0;
 }
@@ -209,6 +217,18 @@ static int run_cases(rank_t *R, pcl_plan_t **plans, int np, res_t *res) {
         c.inplace = ip ? 1 : 0;
         if (c.inplace != pl->inplace && !(pl->inplace && pl->outofplace_ok && !c.inplace))
           continue;
+        /* Plans that reach user buffers through peers or the proxy get this placement's exact
+         * buffers registered (collectively: the decision is the same on both ranks). */
+        pcl_exec_userbuf_t *ub = NULL;
+        pcl_exec_shape_t shape;
+        c.ub = NULL;
+        if (pcl_exec_shape(pl, rank, c.in_bytes, c.out_bytes, &shape) == ncclSuccess &&
+            (shape.remote_io || shape.port_io)) {
+          uint8_t *in, *out;
+          bufs_of(R, &c, R->d_in, R->d_out, &in, &out);
+          CK(pcl_exec_userbuf_create(R->ctx[0], in, c.in_bytes, out, c.out_bytes, &ub));
+          c.ub = ub;
+        }
         for (int dt = 0; dt < ncclNumTypes; dt++) {
           if (g_quick && dt != ncclFloat32 && dt != ncclInt32 && dt != ncclBfloat16)
             continue;
@@ -216,8 +236,9 @@ static int run_cases(rank_t *R, pcl_plan_t **plans, int np, res_t *res) {
             c.dt = (ncclDataType_t)dt;
             c.op = ops[o];
             seed++;
-            pcl_exec_args_t a = {R->d_in, R->d_out, c.in_bytes, c.out_bytes, c.dt,
-                                 c.op,    0,        0,          NULL};
+            uint8_t *ain, *aout;
+            bufs_of(R, &c, R->d_in, R->d_out, &ain, &aout);
+            pcl_exec_args_t a = {ain, aout, c.in_bytes, c.out_bytes, c.dt, c.op, 0, 0, c.ub};
             if (!plan_red_ok(pl, c.op) || !pcl_exec_supported(R->ctx[0], pl, &a)) {
               res->skip++;
               continue;
@@ -230,6 +251,7 @@ static int run_cases(rank_t *R, pcl_plan_t **plans, int np, res_t *res) {
             CK(pcl_bootstrap_barrier(R->boot));
           }
         }
+        pcl_exec_userbuf_destroy(ub);
       }
     }
     if (rank == 0)
@@ -460,7 +482,28 @@ static int rank_main(int rank, res_t *res) {
     mcfg.scratch = R.scratch[k]->ptr;
     mcfg.scratch_bytes = SCRATCH_BYTES;
     CK(pcl_memchan_create(R.boot, &mcfg, &R.mc[k]));
-    pcl_exec_config_t ecfg = {rank, rank, NR, R.mc[k], R.scratch[k]->ptr, SCRATCH_BYTES, 10};
+    uint8_t kinds[NR];
+    for (int r = 0; r < NR; r++)
+      kinds[r] = r == rank ? PCL_TRANSPORT_NONE : (uint8_t)g_port_kind;
+    pcl_portchan_config_t pcfg;
+    memset(&pcfg, 0, sizeof(pcfg));
+    pcfg.cuda_dev = rank;
+    pcfg.nchannels = 4;
+    pcfg.kind = kinds;
+    pcfg.memchan = R.mc[k];
+    pcfg.scratch = R.scratch[k]->ptr;
+    pcfg.scratch_bytes = SCRATCH_BYTES;
+    CK(pcl_portchan_create(R.boot, &pcfg, &R.pc[k]));
+    pcl_exec_config_t ecfg;
+    memset(&ecfg, 0, sizeof(ecfg));
+    ecfg.cuda_dev = rank;
+    ecfg.rank = rank;
+    ecfg.nranks = NR;
+    ecfg.memchan = R.mc[k];
+    ecfg.portchan = R.pc[k];
+    ecfg.scratch = R.scratch[k]->ptr;
+    ecfg.scratch_bytes = SCRATCH_BYTES;
+    ecfg.timeout_s = 10;
     CK(pcl_exec_ctx_create(&ecfg, &R.ctx[k]));
     CUCK(cudaStreamCreateWithFlags(&R.st[k], cudaStreamNonBlocking));
   }
@@ -477,7 +520,7 @@ static int rank_main(int rank, res_t *res) {
     pcl_plan_t *p = NULL;
     if (pcl_plan_load(g_pl.path[i], &p, err, sizeof(err)) != ncclSuccess)
       continue;
-    if (p->n_gpus != NR) {
+    if (p->n_gpus != NR || (g_port_only && p->gpus[rank].n_channels[PCL_PLAN_CHAN_PORT] == 0)) {
       pcl_plan_destroy(p);
       continue;
     }
@@ -501,6 +544,7 @@ static int rank_main(int rank, res_t *res) {
   }
   pcl_bootstrap_barrier(R.boot);
   for (int k = 0; k < 2; k++) {
+    pcl_portchan_destroy(R.pc[k]);
     pcl_memchan_destroy(R.mc[k]);
     pcl_mem_free(R.scratch[k]);
   }
@@ -564,6 +608,15 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--only") && i + 1 < argc)
       only = argv[++i];
+    else if (!strcmp(argv[i], "--port-kind") && i + 1 < argc) {
+      const char *k = argv[++i];
+      if (strcmp(k, "ce") && strcmp(k, "tcp")) {
+        fprintf(stderr, "exec_plans: --port-kind takes ce or tcp, not '%s'\n", k);
+        return 2;
+      }
+      g_port_kind = strcmp(k, "tcp") ? PCL_TRANSPORT_CE : PCL_TRANSPORT_TCP;
+    } else if (!strcmp(argv[i], "--port-only"))
+      g_port_only = 1;
     else if (!strcmp(argv[i], "--quick"))
       g_quick = 1;
   }

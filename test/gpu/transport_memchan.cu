@@ -2,7 +2,10 @@
  * Memory channels on two GPUs, across processes (forked before any CUDA call, real bootstrap) and
  * inside one process (two threads, direct peer pointers): correctness of put / LL16 packets /
  * signal-wait and of error agreement, ping-pong latency, put and copy-engine bandwidth, and
- * init/destroy cycles with flat GPU memory, RSS and fd counts. Exits 77 with fewer than 2 GPUs.
+ * init/destroy cycles with flat GPU memory, RSS and fd counts; the ping-pong also runs in seven
+ * variants (plain flag stores, a release store, release/relaxed atomic adds with acquire/relaxed
+ * polls) with a minimal spin loop, to show what the one-way latency is made of. Exits 77 with
+ * fewer than 2 GPUs.
  * Usage: transport_memchan [--cycles N] [--iters N] [--mib N] [--only proc|thread] */
 #include <dirent.h>
 #include <pthread.h>
@@ -19,6 +22,30 @@ extern "C" {
 }
 
 #define NMODES 2 /* 0 = processes, 1 = threads */
+/* Ping-pong variants (signal / poll), measured with the same minimal spin loop:
+ * the flag as BASELINE.md measured it (a plain store of the sender's count, plain polling), a
+ * release store, and the memory channel's release and relaxed atomic adds. */
+/* Signal kinds and poll kinds; a variant is one of each. */
+enum { SIG_ST_VOLATILE, SIG_ST_RELAXED, SIG_ST_RELEASE, SIG_RED_RELEASE, SIG_RED_RELAXED };
+enum { POLL_VOLATILE, POLL_RELAXED, POLL_ACQUIRE };
+enum {
+  PP_VOLATILE,    /* (a) st.volatile / ld.volatile: BASELINE.md's flag */
+  PP_RELAXED_ST,  /* (a) st.relaxed.sys / ld.relaxed.sys */
+  PP_RELEASE_ST,  /* (b) st.release.sys / ld.acquire.sys */
+  PP_RELEASE_RED, /* (c) red.release.sys.add / ld.acquire.sys: memchan signal/wait */
+  PP_RELAXED_RED, /* (d) red.relaxed.sys.add / ld.relaxed.sys: rlxsignal/rlxwait */
+  PP_RLXRED_ACQ,  /* (e) red.relaxed.sys.add / ld.acquire.sys: the cost of the acquire poll */
+  PP_RELRED_RLX,  /* (f) red.release.sys.add / ld.relaxed.sys: the cost of the release signal */
+  NPP
+};
+static const char *const k_pp_name[NPP] = {
+    "(a) flag: st.volatile / ld.volatile",
+    "(a) flag: st.relaxed.sys / ld.relaxed.sys",
+    "(b) st.release.sys / ld.acquire.sys",
+    "(c) red.release.sys.add / ld.acquire.sys (signal/wait)",
+    "(d) red.relaxed.sys.add / ld.relaxed.sys (rlxsignal/rlxwait)",
+    "(e) red.relaxed.sys.add / ld.acquire.sys",
+    "(f) red.release.sys.add / ld.relaxed.sys"};
 #define NBLK 3
 static const int k_blocks[NBLK] = {132, 264, 528};
 
@@ -26,6 +53,7 @@ typedef struct {
   int ran, failed;
   double pingpong_us;   /* one way, release signal / acquire wait */
   double pingpong_rlx_us; /* one way, relaxed signal / relaxed wait (rlxsignal/rlxwait) */
+  double pp_us[NPP];      /* one way per variant, minimal spin loop */
   double put_gbs[NBLK]; /* rank 0 -> rank 1, SM copy through the memory channel */
   double ce_gbs;        /* cudaMemcpyAsync into the peer-mapped buffer */
   int cycles;
@@ -214,6 +242,130 @@ __global__ void pingpong_kernel(pcl_memchan_info_t ch, int rank, int iters, int 
       break;
   }
   *ns = gtimer() - t0;
+}
+
+/* ---- ping-pong variants: a spin loop of a load, a compare and a countdown; the timeout watch
+ * is looked at once every PP_SPIN polls. Every variant leaves the counters where the memory
+ * channel protocol expects them: after n signals the peer's inbound counter holds n (stores
+ * write the sender's count, adds add 1), so the variants and signal/wait can follow each other
+ * on one channel. ---- */
+#define PP_SPIN 4096u
+
+/* Called once every PP_SPIN polls: 1 (and the error recorded) after 20 s without progress. */
+static __device__ __noinline__ int watch_slow(watch_t *w) {
+  uint64_t now = gtimer();
+  if (w->start == 0)
+    w->start = now;
+  else if (now - w->start > 20ull * 1000 * 1000 * 1000) {
+    atomicCAS(w->err, 0u, 1u);
+    w->dead = 1;
+  }
+  return w->dead;
+}
+
+/* `sig` and `poll` are literals at every call site, so the switches fold away. */
+static __device__ __forceinline__ void pp_signal(int sig, uint64_t remote, uint64_t count) {
+  switch (sig) {
+  case SIG_ST_VOLATILE:
+    asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(remote), "l"(count) : "memory");
+    break;
+  case SIG_ST_RELAXED:
+    asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(remote), "l"(count) : "memory");
+    break;
+  case SIG_ST_RELEASE:
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(remote), "l"(count) : "memory");
+    break;
+  case SIG_RED_RELEASE:
+    asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(remote), "l"(1ull) : "memory");
+    break;
+  default:
+    asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(remote), "l"(1ull) : "memory");
+    break;
+  }
+}
+
+static __device__ __forceinline__ uint64_t pp_load(int poll, uint64_t p) {
+  uint64_t v;
+  switch (poll) {
+  case POLL_VOLATILE:
+    asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    break;
+  case POLL_RELAXED:
+    asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    break;
+  default:
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    break;
+  }
+  return v;
+}
+
+/* Returns 0 when the watch gave up. */
+static __device__ __forceinline__ int pp_wait(int poll, uint64_t p, uint64_t e, watch_t *w) {
+  uint32_t spin = PP_SPIN;
+  while ((int64_t)(pp_load(poll, p) - e) < 0) {
+    if (--spin == 0) {
+      spin = PP_SPIN;
+      if (watch_slow(w))
+        return 0;
+    }
+  }
+  return 1;
+}
+
+/* One thread each side; `count` = signals each side already sent on this channel (the same on
+ * both, and what each side already received). Rank 0 times iters round trips after a warm-up. */
+static __device__ __forceinline__ void pp_body(int sig, int poll, uint64_t remote, uint64_t local,
+                                               uint64_t count, int rank, int iters, watch_t *w,
+                                               unsigned long long *ns) {
+  uint64_t t0 = 0;
+  for (int i = -1000; i < iters; i++) {
+    if (i == 0)
+      t0 = gtimer();
+    count++;
+    if (rank == 0)
+      pp_signal(sig, remote, count);
+    w->start = 0;
+    if (!pp_wait(poll, local, count, w))
+      break;
+    if (rank != 0)
+      pp_signal(sig, remote, count);
+  }
+  *ns = gtimer() - t0;
+}
+
+__global__ void pingpong_variant_kernel(int variant, pcl_memchan_info_t ch, uint64_t count,
+                                        int rank, int iters, uint32_t *err,
+                                        unsigned long long *ns) {
+  watch_t w;
+  watch_init(&w, err);
+  const uint64_t ro = ch.remote_inbound, li = ch.local_inbound;
+  switch (variant) {
+  case PP_VOLATILE:
+    pp_body(SIG_ST_VOLATILE, POLL_VOLATILE, ro, li, count, rank, iters, &w, ns);
+    break;
+  case PP_RELAXED_ST:
+    pp_body(SIG_ST_RELAXED, POLL_RELAXED, ro, li, count, rank, iters, &w, ns);
+    break;
+  case PP_RELEASE_ST:
+    pp_body(SIG_ST_RELEASE, POLL_ACQUIRE, ro, li, count, rank, iters, &w, ns);
+    break;
+  case PP_RELEASE_RED:
+    pp_body(SIG_RED_RELEASE, POLL_ACQUIRE, ro, li, count, rank, iters, &w, ns);
+    break;
+  case PP_RELAXED_RED:
+    pp_body(SIG_RED_RELAXED, POLL_RELAXED, ro, li, count, rank, iters, &w, ns);
+    break;
+  case PP_RLXRED_ACQ:
+    pp_body(SIG_RED_RELAXED, POLL_ACQUIRE, ro, li, count, rank, iters, &w, ns);
+    break;
+  default:
+    pp_body(SIG_RED_RELEASE, POLL_RELAXED, ro, li, count, rank, iters, &w, ns);
+    break;
+  }
+  /* Keep the channel's expected count in step with what was received (signal/wait use it). */
+  if (!w.dead)
+    *(uint64_t *)ch.local_expected = count + 1000 + (uint64_t)iters;
 }
 
 /* LL16: 8 payload bytes per 16-byte packet into the peer's scratch, read back by the peer. */
@@ -410,6 +562,20 @@ static int measure(int rank, int mode, pcl_bootstrap_t *b, pcl_memchan_t *mc, cu
       FAIL("ping-pong gave up with error %u", herr);
     if (rank == 0)
       *(relaxed ? &r->pingpong_rlx_us : &r->pingpong_us) = hns / 1e3 / (2.0 * g_iters);
+  }
+  /* Each run above sent 1000 + g_iters signals from each side on channel 0. */
+  uint64_t count = 2 * (1000 + (uint64_t)g_iters);
+  for (int v = 0; v < NPP; v++) {
+    CK(pcl_bootstrap_barrier(b));
+    pingpong_variant_kernel<<<1, 1, 0, s>>>(v, ch, count, rank, g_iters, err, ns);
+    CUCK(cudaMemcpyAsync(&hns, ns, sizeof(hns), cudaMemcpyDeviceToHost, s));
+    CUCK(cudaMemcpyAsync(&herr, err, sizeof(herr), cudaMemcpyDeviceToHost, s));
+    CUCK(cudaStreamSynchronize(s));
+    if (herr != 0)
+      FAIL("ping-pong variant %s gave up with error %u", k_pp_name[v], herr);
+    count += 1000 + (uint64_t)g_iters;
+    if (rank == 0)
+      r->pp_us[v] = hns / 1e3 / (2.0 * g_iters);
   }
 
   /* Bandwidth: rank 0 writes g_bytes into rank 1's scratch; rank 1 only waits at barriers. */
@@ -642,9 +808,9 @@ int main(int argc, char **argv) {
   const char *name[NMODES] = {"processes", "threads"};
   printf("\nmemory channels, 2 GPUs (%zu MiB transfers, %d ping-pong iterations)\n", g_bytes >> 20,
          g_iters);
-  printf("%-10s %-9s %-22s %9s %9s %9s %9s %9s %9s %8s %9s %9s %6s\n", "mode", "status", "scratch/sems",
-         "1-way us", "rlx us", "put 132", "put 264", "put 528", "CE GB/s", "cycles", "ms/cycle", "gpu dB",
-         "fd d");
+  printf("%-10s %-9s %-22s %9s %9s %9s %9s %9s %9s %8s %9s %9s %6s\n", "mode", "status",
+         "scratch/sems", "1-way us", "rlx us", "put 132", "put 264", "put 528", "CE GB/s", "cycles",
+         "ms/cycle", "gpu dB", "fd d");
   for (int m = 0; m < NMODES; m++) {
     results_t *r = &g_res[m];
     if (!r->ran)
@@ -656,6 +822,16 @@ int main(int argc, char **argv) {
            r->put_gbs[0], r->put_gbs[1],
            r->put_gbs[2], r->ce_gbs, r->cycles, r->cycle_ms, r->gpu_free_delta, r->fd_delta);
   }
+  printf("\nping-pong one way (us) = round trip / 2, one thread per GPU, %d iterations, spin loop\n"
+         "checking the timeout every %u polls:\n", g_iters, PP_SPIN);
+  printf("  %-62s %10s %10s\n", "variant (signal / poll)", "processes", "threads");
+  for (int v = 0; v < NPP; v++)
+    printf("  %-62s %10.3f %10.3f\n", k_pp_name[v], g_res[0].ran ? g_res[0].pp_us[v] : 0.0,
+           g_res[1].ran ? g_res[1].pp_us[v] : 0.0);
+  printf("  %-62s %10.3f %10.3f\n", "memchan signal/wait as the table above measures it",
+         g_res[0].pingpong_us, g_res[1].pingpong_us);
+  printf("  %-62s %10.3f %10.3f\n", "memchan rlxsignal/rlxwait as the table above measures it",
+         g_res[0].pingpong_rlx_us, g_res[1].pingpong_rlx_us);
   printf("baseline (BASELINE.md): 0.70 us one way, ~370 GB/s SM put, ~390 GB/s copy engine\n");
   printf("CE GB/s = cudaMemcpyAsync into the peer-mapped buffer (not the proxy's CE path)\n");
   printf("rss delta over the cycles: processes %lld KiB, threads %lld KiB\n",

@@ -14,6 +14,17 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Inside a rank function with `int rank, rc` and an `out:` label: on a failed check, says where
+ * and leaves with rc = code. */
+#define PCL_MP_CHECK(cond, code)                                                                   \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "rank %d: check failed at line %d: %s\n", rank, __LINE__, #cond);            \
+      rc = (code);                                                                                 \
+      goto out;                                                                                    \
+    }                                                                                              \
+  } while (0)
+
 /* Returns the rank's exit code (0 = success). */
 typedef int (*pcl_mp_rank_fn)(int rank, int nranks, void *arg);
 

@@ -16,15 +16,6 @@
 #include "proxy.h"
 #include "topo.h"
 
-#define RCHECK(cond, code)                                                                         \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "rank %d: check failed at line %d: %s\n", rank, __LINE__, #cond);            \
-      rc = (code);                                                                                 \
-      goto out;                                                                                    \
-    }                                                                                              \
-  } while (0)
-
 #define BUF_BYTES (3u << 20)
 #define CHUNK (256u << 10)
 #define ROUNDS 4
@@ -50,30 +41,30 @@ static int port_rank(int rank, int n, void *argp) {
   unsigned char *src = calloc(1, BUF_BYTES), *dst = calloc(1, BUF_BYTES);
   uint64_t *sem = aligned_alloc(64, 64);
   memset(sem, 0, 64);
-  RCHECK(pcl_bootstrap_create(&a->handle, rank, n, NULL, &b) == ncclSuccess, 1);
-  RCHECK(pcl_topo_create(b, -1, &topo) == ncclSuccess, 2);
+  PCL_MP_CHECK(pcl_bootstrap_create(&a->handle, rank, n, NULL, &b) == ncclSuccess, 1);
+  PCL_MP_CHECK(pcl_topo_create(b, -1, &topo) == ncclSuccess, 2);
   pcl_transport_kind_t kind =
       a->kind != PCL_TRANSPORT_NONE ? a->kind : pcl_transport_choose(topo, rank, peer);
-  RCHECK(kind == a->expect, 3);
+  PCL_MP_CHECK(kind == a->expect, 3);
   pcl_proxy_config_t cfg = {.rank = rank,
                             .nranks = n,
                             .cuda_dev = -1,
                             .bootstrap = b,
                             .fifo_mem = PCL_FIFO_MEM_HOST,
                             .fifo_size = 64};
-  RCHECK(pcl_proxy_create(&cfg, &px) == ncclSuccess, 4);
-  RCHECK(pcl_proxy_connect(px, peer, kind) == ncclSuccess, 5);
+  PCL_MP_CHECK(pcl_proxy_create(&cfg, &px) == ncclSuccess, 4);
+  PCL_MP_CHECK(pcl_proxy_connect(px, peer, kind) == ncclSuccess, 5);
   pcl_mem_remote_t exp[2][3];
   memset(exp, 0, sizeof(exp));
-  RCHECK(pcl_proxy_mem_reg(px, 0, src, BUF_BYTES, 0, 0, &exp[rank][0]) == ncclSuccess, 6);
-  RCHECK(pcl_proxy_mem_reg(px, 1, dst, BUF_BYTES, 0, 0, &exp[rank][1]) == ncclSuccess, 6);
-  RCHECK(pcl_proxy_mem_reg(px, 2, sem, 64, 0, 0, &exp[rank][2]) == ncclSuccess, 6);
-  RCHECK(pcl_bootstrap_allgather(b, exp, sizeof(exp[0])) == ncclSuccess, 7);
+  PCL_MP_CHECK(pcl_proxy_mem_reg(px, 0, src, BUF_BYTES, 0, 0, &exp[rank][0]) == ncclSuccess, 6);
+  PCL_MP_CHECK(pcl_proxy_mem_reg(px, 1, dst, BUF_BYTES, 0, 0, &exp[rank][1]) == ncclSuccess, 6);
+  PCL_MP_CHECK(pcl_proxy_mem_reg(px, 2, sem, 64, 0, 0, &exp[rank][2]) == ncclSuccess, 6);
+  PCL_MP_CHECK(pcl_bootstrap_allgather(b, exp, sizeof(exp[0])) == ncclSuccess, 7);
   for (uint32_t id = 1; id < 3; id++)
-    RCHECK(pcl_proxy_mem_set_remote(px, id, peer, &exp[peer][id]) == ncclSuccess, 8);
+    PCL_MP_CHECK(pcl_proxy_mem_set_remote(px, id, peer, &exp[peer][id]) == ncclSuccess, 8);
   pcl_proxy_channel_t ch = {.peer = peer, .kind = kind, .sem_mem_id = 2, .sem_off = 0};
-  RCHECK(pcl_proxy_channel_set(px, 0, &ch) == ncclSuccess, 9);
-  RCHECK(pcl_proxy_start(px) == ncclSuccess, 10);
+  PCL_MP_CHECK(pcl_proxy_channel_set(px, 0, &ch) == ncclSuccess, 9);
+  PCL_MP_CHECK(pcl_proxy_start(px) == ncclSuccess, 10);
   pcl_fifo_device_t f = pcl_proxy_fifo(px);
   for (int round = 0; round < ROUNDS; round++) {
     /* The peer must have consumed our previous round before we overwrite its buffer: each
@@ -87,14 +78,14 @@ static int port_rank(int rank, int n, void *argp) {
       uint64_t pos =
           pcl_fifo_host_push(f, pcl_fifo_w0(CHUNK, off), pcl_fifo_w1(type, 0, 1, off, 0), NULL);
       if (type & PCL_FIFO_TYPE_SYNC)
-        RCHECK(pcl_fifo_host_wait(f, pos, NULL) == 0, 11);
+        PCL_MP_CHECK(pcl_fifo_host_wait(f, pos, NULL) == 0, 11);
     }
     /* Our semaphore is incremented by the peer's flags. */
     double end = pcl_mp_now() + 30;
     while (atomic_load_explicit((_Atomic uint64_t *)&sem[0], memory_order_acquire) <
            (uint64_t)round + 1) {
-      RCHECK(pcl_mp_now() < end, 12);
-      RCHECK(pcl_proxy_error(px) == ncclSuccess, 13);
+      PCL_MP_CHECK(pcl_mp_now() < end, 12);
+      PCL_MP_CHECK(pcl_proxy_error(px) == ncclSuccess, 13);
       sched_yield();
     }
     for (size_t i = 0; i < BUF_BYTES; i++)
@@ -104,10 +95,10 @@ static int port_rank(int rank, int n, void *argp) {
         rc = 14;
         goto out;
       }
-    RCHECK(pcl_bootstrap_barrier(b) == ncclSuccess, 15);
+    PCL_MP_CHECK(pcl_bootstrap_barrier(b) == ncclSuccess, 15);
   }
-  RCHECK(pcl_proxy_error(px) == ncclSuccess, 16);
-  RCHECK(pcl_proxy_consumed(px) == (uint64_t)ROUNDS * (BUF_BYTES / CHUNK), 17);
+  PCL_MP_CHECK(pcl_proxy_error(px) == ncclSuccess, 16);
+  PCL_MP_CHECK(pcl_proxy_consumed(px) == (uint64_t)ROUNDS * (BUF_BYTES / CHUNK), 17);
 out:
   /* Both ranks stop sending before either tears its connection down. */
   if (b != NULL && rc == 0)

@@ -58,18 +58,18 @@ static int topo_rank(int rank, int n, void *arg) {
   snprintf(id, sizeof(id), "host%d", rank / 2);
   setenv("PLANCCL_HOST_ID", id, 1);
   pcl_param_reset();
-  RCHECK(pcl_bootstrap_create(&g_handle, rank, n, NULL, &b) == ncclSuccess, 1);
-  RCHECK(pcl_topo_create(b, -1, &t) == ncclSuccess, 2);
-  RCHECK(pcl_topo_nnodes(t) == 2, 3);
-  RCHECK(pcl_topo_ranks_per_node(t) == 2, 4);
-  RCHECK(pcl_topo_local_rank(t, rank) == rank % 2, 5);
-  RCHECK(pcl_topo_node(t, rank) == rank / 2, 6);
-  RCHECK(pcl_topo_same_host(t, 0, 1) && !pcl_topo_same_host(t, 1, 2), 7);
-  RCHECK(!pcl_topo_same_process(t, 0, 1) && pcl_topo_same_process(t, rank, rank), 8);
+  PCL_MP_CHECK(pcl_bootstrap_create(&g_handle, rank, n, NULL, &b) == ncclSuccess, 1);
+  PCL_MP_CHECK(pcl_topo_create(b, -1, &t) == ncclSuccess, 2);
+  PCL_MP_CHECK(pcl_topo_nnodes(t) == 2, 3);
+  PCL_MP_CHECK(pcl_topo_ranks_per_node(t) == 2, 4);
+  PCL_MP_CHECK(pcl_topo_local_rank(t, rank) == rank % 2, 5);
+  PCL_MP_CHECK(pcl_topo_node(t, rank) == rank / 2, 6);
+  PCL_MP_CHECK(pcl_topo_same_host(t, 0, 1) && !pcl_topo_same_host(t, 1, 2), 7);
+  PCL_MP_CHECK(!pcl_topo_same_process(t, 0, 1) && pcl_topo_same_process(t, rank, rank), 8);
   for (int r = 0; r < n; r++)
-    RCHECK(!pcl_topo_peer_access(t, rank, r), 9);
-  RCHECK(pcl_topo_rank_info(t, rank)->cuda_dev == -1, 10);
-  RCHECK(pcl_topo_rank_info(t, 3)->pid != 0, 11);
+    PCL_MP_CHECK(!pcl_topo_peer_access(t, rank, r), 9);
+  PCL_MP_CHECK(pcl_topo_rank_info(t, rank)->cuda_dev == -1, 10);
+  PCL_MP_CHECK(pcl_topo_rank_info(t, 3)->pid != 0, 11);
 out:
   pcl_topo_destroy(t);
   pcl_bootstrap_destroy(b);
