@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "bench_launch.h"
 
 #define MAX_LIBS 4
 #define MAX_GPUS 8
@@ -32,8 +33,6 @@ typedef struct {
   const char *(*error_string)(ncclResult_t);
 } lib_t;
 
-cudaError_t pcl_bench_launch_empty(cudaStream_t stream); /* empty_kernel.cu */
-
 typedef enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCESCATTER } coll_t;
 static const char *coll_names[] = {"allreduce", "allgather", "reducescatter"};
 
@@ -49,7 +48,10 @@ typedef struct {
   int wrong[MAX_SIZES];
   double host_median_us, host_p99_us;
   double launch_median_us; /* cudaMemsetAsync of 16 bytes: what one CUDA launch costs here */
+  double launch_p99_us;
   double kernel_median_us; /* one empty kernel launch: the floor under any kernel's host path */
+  /* Launch floors by variant (bench_launch.h); median < 0: not measured (driver unavailable). */
+  double floor_median_us[PCL_BENCH_LAUNCH_COUNT], floor_p99_us[PCL_BENCH_LAUNCH_COUNT];
 } result_t;
 
 typedef struct {
@@ -78,6 +80,40 @@ typedef struct {
       fprintf(stderr, "rank %d: %s failed: %s\n", w->rank, #call, w->lib->error_string(r_));       \
       w->failed = 1;                                                                               \
       return NULL;                                                                                 \
+    }                                                                                              \
+  } while (0)
+
+#define LAUNCH_OK(call)                                                                            \
+  do {                                                                                             \
+    int e_ = (call);                                                                               \
+    if (e_ != 0) {                                                                                 \
+      fprintf(stderr, "rank %d: %s failed: error %d\n", w->rank, #call, e_);                       \
+      w->failed = 1;                                                                               \
+      return NULL;                                                                                 \
+    }                                                                                              \
+  } while (0)
+
+/* Times HOST_N runs of `stmt` (API entry to return), draining the stream every 256 runs (and
+ * meeting the other ranks there when `barrier`: a collective needs its peers); rank 0 stores the
+ * median and p99 in w->res->MED and w->res->P99. */
+enum { HOST_N = 4096 };
+#define HOST_TIMES(w, MED, P99, barrier, stmt)                                                     \
+  do {                                                                                             \
+    static _Thread_local double t_[HOST_N];                                                        \
+    for (int i_ = 0; i_ < HOST_N; i_++) {                                                          \
+      if (i_ % 256 == 0) {                                                                         \
+        CUDA_OK(cudaStreamSynchronize(s));                                                         \
+        if (barrier) pthread_barrier_wait((w)->bar);                                               \
+      }                                                                                            \
+      double a_ = now_us();                                                                        \
+      stmt;                                                                                        \
+      t_[i_] = now_us() - a_;                                                                      \
+    }                                                                                              \
+    CUDA_OK(cudaStreamSynchronize(s));                                                             \
+    qsort(t_, HOST_N, sizeof(double), cmp_double);                                                 \
+    if ((w)->rank == 0) {                                                                          \
+      (w)->res->MED = t_[HOST_N / 2];                                                              \
+      (w)->res->P99 = t_[(HOST_N * 99) / 100];                                                     \
     }                                                                                              \
   } while (0)
 
@@ -227,44 +263,20 @@ static void *worker(void *arg) {
 
   if (o->hostpath) {
     /* Host cost of one call: API entry to return, smallest size, stream drained every 256. */
-    enum { N = 4096 };
-    static _Thread_local double t[N];
     size_t count = elems(o, o->sizes[0]);
     if (count == 0) count = 1;
-    for (int i = 0; i < N; i++) {
-      if (i % 256 == 0) {
-        CUDA_OK(cudaStreamSynchronize(s));
-        pthread_barrier_wait(w->bar);
-      }
-      double a = now_us();
-      NCCL_OK(issue(w, comm, in, out, count, s));
-      t[i] = now_us() - a;
+    HOST_TIMES(w, host_median_us, host_p99_us, 1, NCCL_OK(issue(w, comm, in, out, count, s)));
+    /* The floors under any library's host path: bare CUDA launches on the same stream. */
+    HOST_TIMES(w, launch_median_us, launch_p99_us, 0, CUDA_OK(cudaMemsetAsync(out, 0, 16, s)));
+    pcl_bench_launcher_t lch;
+    (void)pcl_bench_launcher_init(&lch);
+    for (int v = 0; v < PCL_BENCH_LAUNCH_COUNT; v++) {
+      if (w->rank == 0) w->res->floor_median_us[v] = w->res->floor_p99_us[v] = -1;
+      if (!pcl_bench_launch_available(&lch, v)) continue;
+      HOST_TIMES(w, floor_median_us[v], floor_p99_us[v], 0,
+                 LAUNCH_OK(pcl_bench_launch(&lch, v, s)));
     }
-    CUDA_OK(cudaStreamSynchronize(s));
-    qsort(t, N, sizeof(double), cmp_double);
-    if (w->rank == 0) {
-      w->res->host_median_us = t[N / 2];
-      w->res->host_p99_us = t[(N * 99) / 100];
-    }
-    /* The floor under any library's host path: one bare CUDA launch on the same stream. */
-    for (int i = 0; i < N; i++) {
-      if (i % 256 == 0) CUDA_OK(cudaStreamSynchronize(s));
-      double a = now_us();
-      CUDA_OK(cudaMemsetAsync(out, 0, 16, s));
-      t[i] = now_us() - a;
-    }
-    CUDA_OK(cudaStreamSynchronize(s));
-    qsort(t, N, sizeof(double), cmp_double);
-    if (w->rank == 0) w->res->launch_median_us = t[N / 2];
-    for (int i = 0; i < N; i++) {
-      if (i % 256 == 0) CUDA_OK(cudaStreamSynchronize(s));
-      double a = now_us();
-      CUDA_OK(pcl_bench_launch_empty(s));
-      t[i] = now_us() - a;
-    }
-    CUDA_OK(cudaStreamSynchronize(s));
-    qsort(t, N, sizeof(double), cmp_double);
-    if (w->rank == 0) w->res->kernel_median_us = t[N / 2];
+    if (w->rank == 0) w->res->kernel_median_us = w->res->floor_median_us[PCL_BENCH_EMPTY_RT];
   }
   pthread_barrier_wait(w->bar);
   cudaEventDestroy(e0);
@@ -333,6 +345,33 @@ static void path_of(coll_t coll, size_t bytes, char *out, size_t len) {
   if (f) fclose(f);
 }
 
+/* The breakdown under the host path: one line per launch floor (best run, rank 0), then each
+ * library's call above planccl's own launch (the interpreter-shaped driver launch). Every line
+ * starts with "# host path" so the scripts that grep the host-path line keep all of them. */
+static void print_floors(const lib_t *libs, int nlibs, const result_t *res,
+                         const result_t *f) {
+  printf("# host path breakdown: median and p99 of %d calls each, 1 block of 32 threads, "
+         "interpreter-shaped = %u B of kernel parameters and %u B of dynamic shared memory\n",
+         HOST_N, pcl_bench_abi_param_bytes(), pcl_bench_abi_smem_bytes());
+  printf("# host path floor: %-52s median %7.3f us, p99 %7.3f us\n", "cudaMemsetAsync of 16 bytes",
+         f->launch_median_us, f->launch_p99_us);
+  for (int v = 0; v < PCL_BENCH_LAUNCH_COUNT; v++) {
+    if (f->floor_median_us[v] <= 0)
+      printf("# host path floor: %-52s unavailable (no driver entry point)\n",
+             pcl_bench_launch_name(v));
+    else
+      printf("# host path floor: %-52s median %7.3f us, p99 %7.3f us\n", pcl_bench_launch_name(v),
+             f->floor_median_us[v], f->floor_p99_us[v]);
+  }
+  double own = f->floor_median_us[PCL_BENCH_ABI_CU_KERNEL];
+  if (own <= 0) own = f->floor_median_us[PCL_BENCH_ABI_RT];
+  for (int l = 0; l < nlibs; l++)
+    if (libs[l].label)
+      printf("# host path call: %-52s median %7.3f us, p99 %7.3f us; %+.3f us above the "
+             "interpreter-shaped launch\n", libs[l].label, res[l].host_median_us,
+             res[l].host_p99_us, res[l].host_median_us - own);
+}
+
 static void usage(void) {
   fprintf(stderr,
           "usage: planccl-bench --lib LABEL=PATH [--lib LABEL=PATH ...] [options]\n"
@@ -341,7 +380,8 @@ static void usage(void) {
           "  -n ITERS -w WARMUP                         eager iterations (default 50, 10)\n"
           "  -G ITERS                                   calls per CUDA graph (0 = no graphs; default 20)\n"
           "  -g NGPUS                                   GPUs, one thread each (default 2)\n"
-          "  --hostpath                                 also measure the host path of one call\n"
+          "  --hostpath                                 also measure the host path of one call and\n"
+          "                                             the launch floors under it (one line each)\n"
           "  --repeat R                                 runs per library, order alternating, best kept (2)\n"
           "Sizes are total bytes of the largest buffer, as in nccl-tests; data type float, op sum.\n");
 }
@@ -412,7 +452,7 @@ int main(int argc, char **argv) {
     o.sizes[o.nsizes++] = (size_t)s;
   path_log_setup();
 
-  static result_t res[MAX_LIBS], one;
+  static result_t res[MAX_LIBS], one, floors;
   int rc = 0;
   for (int l = 0; l < nlibs; l++) {
     if (load_lib(&libs[l]) != 0) {
@@ -444,6 +484,21 @@ int main(int argc, char **argv) {
         r->host_p99_us = one.host_p99_us;
         r->launch_median_us = one.launch_median_us;
         r->kernel_median_us = one.kernel_median_us;
+      }
+      /* The floors do not depend on the library: the best of every run, each with its p99. */
+      if (o.hostpath) {
+        if (floors.launch_median_us == 0 || one.launch_median_us < floors.launch_median_us) {
+          floors.launch_median_us = one.launch_median_us;
+          floors.launch_p99_us = one.launch_p99_us;
+        }
+        for (int v = 0; v < PCL_BENCH_LAUNCH_COUNT; v++) {
+          if (one.floor_median_us[v] < 0) continue;
+          double best = floors.floor_median_us[v];
+          if (best <= 0 || one.floor_median_us[v] < best) {
+            floors.floor_median_us[v] = one.floor_median_us[v];
+            floors.floor_p99_us[v] = one.floor_p99_us[v];
+          }
+        }
       }
     }
   }
@@ -480,6 +535,7 @@ int main(int argc, char **argv) {
                "p99 %.3f us; bare launches: cudaMemsetAsync %.3f us, empty kernel %.3f us\n",
                coll_names[o.coll], o.sizes[0], libs[l].label, path, res[l].host_median_us,
                res[l].host_p99_us, res[l].launch_median_us, res[l].kernel_median_us);
+    print_floors(libs, nlibs, res, &floors);
   }
   printf("# path: what planccl ran for that size (plan:NAME = its own kernel, nccl = forwarded)\n");
   if (path_log[0]) unlink(path_log);

@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: MIT
  * The plan interpreter: one kernel per dtype (instantiated from types.def; the reduction op and
- * the packet type are runtime switches), its launch table, eager loading of every variant, and
- * the in-kernel flag protocol that keeps CUDA graph replays and plan switches in lock-step. */
+ * the packet type are runtime switches), its launch table (driver cuLaunchKernel when available,
+ * else cudaLaunchKernel), eager loading of every variant, and the in-kernel flag protocol that
+ * keeps CUDA graph replays and plan switches in lock-step. */
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <cuda.h> /* driver types only: entry points come from cudaGetDriverEntryPointByVersion */
 #include "kernels.h"
 #include "exec_ops.cuh"
 extern "C" {
 #include "log.h"
+#include "param.h"
 }
 
 /* Copies this block's program into shared memory, runs its ops, then advances the
@@ -118,6 +122,98 @@ static int kindex(ncclDataType_t dtype) {
   return -1;
 }
 
+/* ---- the launch path ----
+ * cudaLaunchKernel costs more host time than the driver's cuLaunchKernel (the runtime maps the
+ * host stub to the kernel of the current device on every call), and a planned call is one
+ * launch, so launches go through cuLaunchKernel with the kernels' context-independent handles
+ * (cudaGetKernel: a CUkernel, valid on every device; the driver takes the context from the
+ * stream), resolved once at the first pcl_kernels_load_all. cuLaunchKernel on a capturing stream
+ * records a kernel node, exactly like cudaLaunchKernel, so CUDA graph capture is unchanged.
+ * The driver is reached only through cudaGetDriverEntryPointByVersion (libcuda is never linked).
+ * When an entry point or handle is unavailable, or PLANCCL_LAUNCH_RUNTIME=1, every launch uses
+ * cudaLaunchKernel. */
+typedef CUresult (*pcl_cu_launch_fn_t)(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                       unsigned bx, unsigned by, unsigned bz, unsigned smem,
+                                       CUstream stream, void **params, void **extra);
+
+/* g_cu_kexec/g_cu_kavg are written before g_cu_launch is published (release) and never after;
+ * launchers load g_cu_launch (acquire) first, so a non-NULL pointer implies a complete table. */
+static CUfunction g_cu_kexec[PCL_KTABLE_N], g_cu_kavg[PCL_KTABLE_N];
+static pcl_cu_launch_fn_t g_cu_launch;
+static pthread_once_t g_cu_once = PTHREAD_ONCE_INIT;
+static int g_cu_fallbacks; /* driver refusals the runtime then launched */
+#define PCL_CU_MAX_FALLBACKS 64
+
+/* Resolution failures are not errors: the runtime path works everywhere. */
+static void cu_launch_resolve(void) {
+  if (pcl_param_launch_runtime()) {
+    PCL_INFO(PCL_LOG_EXEC,
+             "interpreter kernels launch with cudaLaunchKernel (PLANCCL_LAUNCH_RUNTIME=1)");
+    return;
+  }
+  void *fn = NULL;
+  enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+  /* 12.0: the ABI whose cuLaunchKernel accepts CUkernel handles. */
+  cudaError_t e = cudaGetDriverEntryPointByVersion("cuLaunchKernel", &fn, 12000, cudaEnableDefault,
+                                                   &q);
+  for (size_t i = 0; e == cudaSuccess && i < PCL_KTABLE_N; i++) {
+    cudaKernel_t k = NULL, kavg = NULL;
+    e = cudaGetKernel(&k, (const void *)pcl_ktable[i].fn);
+    if (e == cudaSuccess)
+      e = cudaGetKernel(&kavg, (const void *)pcl_ktable[i].avg);
+    g_cu_kexec[i] = (CUfunction)k;
+    g_cu_kavg[i] = (CUfunction)kavg;
+    if (e == cudaSuccess && (k == NULL || kavg == NULL))
+      e = cudaErrorInvalidDeviceFunction;
+  }
+  if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || fn == NULL) {
+    (void)cudaGetLastError(); /* leave no error behind for the application */
+    PCL_INFO(PCL_LOG_EXEC, "interpreter kernels launch with cudaLaunchKernel: driver launch "
+             "unavailable (%s, entry point query %d)", cudaGetErrorString(e), (int)q);
+    return;
+  }
+  __atomic_store_n(&g_cu_launch, (pcl_cu_launch_fn_t)fn, __ATOMIC_RELEASE);
+  PCL_INFO(PCL_LOG_EXEC, "interpreter kernels launch with the driver's cuLaunchKernel");
+}
+
+/* One launch: the driver when resolved, else (or when the driver refuses) the runtime. A driver
+ * launch error is detected before anything is queued, so retrying through the runtime never
+ * launches twice; the retry covers a thread with no current context on the legacy NULL stream
+ * (the runtime makes the device's primary context current) and reports real errors with their
+ * runtime text. Should the driver keep refusing what the runtime accepts, the driver path is
+ * given up for the process (paying for two launch attempts per call would be worse). */
+static ncclResult_t launch(const CUfunction *cu_table, int i, const void *rt_fn, unsigned grid,
+                           unsigned block, void **params, unsigned smem, cudaStream_t stream,
+                           const char *what) {
+  pcl_cu_launch_fn_t cu = __atomic_load_n(&g_cu_launch, __ATOMIC_ACQUIRE);
+  if (cu != NULL) {
+    /* The handle is read after the acquire: the table is complete once g_cu_launch is set. */
+    CUresult r = cu(cu_table[i], grid, 1, 1, block, 1, 1, smem, (CUstream)stream, params, NULL);
+    if (r == CUDA_SUCCESS)
+      return ncclSuccess;
+    cudaError_t e = cudaLaunchKernel(rt_fn, dim3(grid), dim3(block), params, smem, stream);
+    if (e != cudaSuccess) {
+      PCL_WARN(PCL_LOG_EXEC, "%s launch failed: %s (driver: CUresult %d)", what,
+               cudaGetErrorString(e), (int)r);
+      return ncclUnhandledCudaError;
+    }
+    int n = __atomic_add_fetch(&g_cu_fallbacks, 1, __ATOMIC_RELAXED);
+    if (n == 1 || n == PCL_CU_MAX_FALLBACKS)
+      PCL_INFO(PCL_LOG_EXEC, "%s: cuLaunchKernel failed (CUresult %d) where cudaLaunchKernel "
+               "worked%s", what, (int)r,
+               n == PCL_CU_MAX_FALLBACKS ? "; launching with cudaLaunchKernel from now on" : "");
+    if (n == PCL_CU_MAX_FALLBACKS)
+      __atomic_store_n(&g_cu_launch, (pcl_cu_launch_fn_t)NULL, __ATOMIC_RELAXED);
+    return ncclSuccess;
+  }
+  cudaError_t e = cudaLaunchKernel(rt_fn, dim3(grid), dim3(block), params, smem, stream);
+  if (e != cudaSuccess) {
+    PCL_WARN(PCL_LOG_EXEC, "%s launch failed: %s", what, cudaGetErrorString(e));
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+
 extern "C" int pcl_kernels_dtype_supported(ncclDataType_t dtype) {
   return kindex(dtype) >= 0;
 }
@@ -177,6 +273,9 @@ extern "C" ncclResult_t pcl_kernels_load_all(void) {
       PCL_INFO(PCL_LOG_EXEC, "interpreter for dtype %d: at most %d threads per block",
                pcl_ktable[i].dtype, attr.maxThreadsPerBlock);
   }
+  /* The dynamic shared memory (sizeof(pcl_kblock_t), under the 48 KiB default) needs no opt-in
+   * attribute on either path; the attribute above only records the size. */
+  pthread_once(&g_cu_once, cu_launch_resolve);
   return ncclSuccess;
 }
 
@@ -189,13 +288,8 @@ extern "C" ncclResult_t pcl_kernels_launch(ncclDataType_t dtype, const pcl_kargs
     return ncclInvalidArgument;
   }
   void *params[1] = {(void *)args};
-  cudaError_t e = cudaLaunchKernel((const void *)pcl_ktable[i].fn, dim3(nblocks), dim3(nthreads),
-                                   params, sizeof(pcl_kblock_t), stream);
-  if (e != cudaSuccess) {
-    PCL_WARN(PCL_LOG_EXEC, "interpreter launch failed: %s", cudaGetErrorString(e));
-    return ncclUnhandledCudaError;
-  }
-  return ncclSuccess;
+  return launch(g_cu_kexec, i, (const void *)pcl_ktable[i].fn, (unsigned)nblocks,
+                (unsigned)nthreads, params, (unsigned)sizeof(pcl_kblock_t), stream, "interpreter");
 }
 
 extern "C" ncclResult_t pcl_kernels_launch_avg(ncclDataType_t dtype, void *buf, uint64_t bytes,
@@ -212,12 +306,8 @@ extern "C" ncclResult_t pcl_kernels_launch_avg(ncclDataType_t dtype, void *buf, 
   uint64_t blocks = (count + 511) / 512;
   if (blocks > 1024)
     blocks = 1024;
-  void *params[3] = {(void *)&buf, (void *)&count, (void *)&nranks};
-  cudaError_t e = cudaLaunchKernel((const void *)pcl_ktable[i].avg, dim3((unsigned)blocks),
-                                   dim3(512), params, 0, stream);
-  if (e != cudaSuccess) {
-    PCL_WARN(PCL_LOG_EXEC, "avg launch failed: %s", cudaGetErrorString(e));
-    return ncclUnhandledCudaError;
-  }
-  return ncclSuccess;
+  uint32_t n = (uint32_t)nranks;
+  void *params[3] = {(void *)&buf, (void *)&count, (void *)&n};
+  return launch(g_cu_kavg, i, (const void *)pcl_ktable[i].avg, (unsigned)blocks, 512, params, 0,
+                stream, "avg");
 }

@@ -42,6 +42,12 @@ echo "real NCCL: $PLANCCL_NCCL_LIB"
 rc=$?
 grep -E 'tests passed|Test +#[0-9]+:|\*\*\*|first failure|ran on plans|mismatch' "$logs/gpu_tests.log" | tail -40
 note "gpu ctest: $(grep -E 'tests passed' "$logs/gpu_tests.log" || echo 'no result') (rc $rc)"
+# The numbers the issues ask for, pulled from the test logs (ctest -V prefixes "N: ").
+t=$(sed -E 's/^[0-9]+: //' "$logs/gpu_tests.log")
+while IFS= read -r l; do note "  $l"; done < <(
+  printf '%s\n' "$t" | grep -E -A9 '^mode +rank +cases' | grep -E '^(mode|thread|proc) '
+  printf '%s\n' "$t" | grep -E -A12 '^ping-pong one way' | grep -E '^ *(\(|memchan|variant)'
+  printf '%s\n' "$t" | grep -E '^(ce|tcp) .*(MiB|1-way)|copy engine at')
 
 if [ -x test/torch/run.sh ]; then
   test/torch/run.sh "$root/build-gpu/install" >"$logs/torch.log" 2>&1

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * Communicator lifecycle and the registry of live communicators: an open-addressing hash set of
- * pointers under one mutex, consulted at every API entry before a handle is dereferenced, and a
- * graveyard that delays the free of destroyed comms. */
+ * pointers under one mutex, consulted at every API entry before a handle is dereferenced (through
+ * a per-thread cache validated by a generation counter, so a hit takes no lock), and a graveyard
+ * that delays the free of destroyed comms. */
 #include "comm.h"
 
 #include <string.h>
@@ -17,6 +18,39 @@ static struct ncclComm **table; /* NULL = empty, TOMBSTONE = deleted */
 static size_t table_cap, table_used, table_live;
 static struct ncclComm *graveyard[GRAVEYARD_SLOTS];
 static int graveyard_next;
+
+/* The lock-free hit path of pcl_comm_lookup.
+ * reg_gen counts registrations removed: it is incremented (release) inside the reg_lock critical
+ * section that takes a comm out of the table, and only there. A thread caches a handle together
+ * with the generation it read UNDER reg_lock in the same critical section that found the handle
+ * live; the entry is used only while reg_gen still equals that value. So a hit proves that no
+ * comm left the registry between the locked lookup that filled the entry and the acquire load of
+ * reg_gen on this call: the handle is still live.
+ * Why this refuses a destroyed handle: if a destroy returned before this call began (the same
+ * thread, or another thread ordered by any synchronisation, e.g. a join or a mutex), its
+ * increment happens-before our load, and read coherence forbids reading an older value, so the
+ * entry's generation is stale and we take the locked path, which refuses the handle. A destroy
+ * racing with the call is an application bug that the locked path cannot catch either (the call
+ * may win the lock first); the graveyard keeps the memory readable for that case.
+ * The acquire load pairs with the release increment so that a reader that sees generation G also
+ * sees the table state the remover published before G; on x86 both are plain moves.
+ * Additions never bump the generation: only positive answers are cached, and an address reused
+ * by a new comm was first removed (bump) when its previous comm was destroyed. The generation
+ * starts at 1 so a zeroed entry (handle NULL, generation 0) never matches; NULL is refused before
+ * the cache is read anyway. */
+static _Atomic uint64_t reg_gen = 1;
+
+#define TL_CACHE_SLOTS 8 /* direct-mapped: a thread driving several comms (-g N) keeps them all */
+struct tl_entry {
+  const struct ncclComm *handle;
+  uint64_t gen;
+};
+static _Thread_local struct tl_entry tl_cache[TL_CACHE_SLOTS];
+
+/* Caller holds reg_lock. */
+static void gen_bump_locked(void) {
+  atomic_fetch_add_explicit(&reg_gen, 1, memory_order_release);
+}
 
 static size_t hash_ptr(const void *p, size_t cap) {
   uint64_t x = (uint64_t)(uintptr_t)p;
@@ -93,6 +127,7 @@ ncclResult_t pcl_comm_destroy(struct ncclComm *c) {
   }
   table[i] = TOMBSTONE;
   table_live--;
+  gen_bump_locked(); /* every thread's cached entries are stale from here on */
   /* Children keep a pointer to their parent only for information; forget a dying parent. */
   for (size_t k = 0; k < table_cap; k++)
     if (table[k] != NULL && table[k] != TOMBSTONE && table[k]->parent == c) table[k]->parent = NULL;
@@ -120,28 +155,46 @@ ncclResult_t pcl_comm_destroy(struct ncclComm *c) {
   return ncclSuccess;
 }
 
+static int magic_ok(const char *fn, ncclComm_t handle) {
+  if (handle->start_magic != PCL_COMM_START_MAGIC || handle->end_magic != PCL_COMM_END_MAGIC) {
+    PCL_WARN(PCL_LOG_SHIM, "%s: corrupted communicator %p (bad magic)", fn, (void *)handle);
+    return 0;
+  }
+  return 1;
+}
+
 ncclResult_t pcl_comm_lookup(const char *fn, ncclComm_t handle, const void *caller,
                              struct ncclComm **c, ncclComm_t *real) {
   if (handle == NULL) {
     PCL_WARN(PCL_LOG_SHIM, "%s: communicator is NULL", fn);
     return ncclInvalidArgument;
   }
+  /* Hit: no lock, no shared write (the ordering argument is at reg_gen). */
+  struct tl_entry *e = &tl_cache[hash_ptr(handle, TL_CACHE_SLOTS)];
+  uint64_t gen = atomic_load_explicit(&reg_gen, memory_order_acquire);
+  if (e->handle == handle && e->gen == gen) {
+    if (!magic_ok(fn, handle)) return ncclInvalidArgument;
+    *c = handle;
+    *real = pcl_comm_real(handle); /* read each time: a deferred real init fills it later */
+    return ncclSuccess;
+  }
   pthread_mutex_lock(&reg_lock);
   long i = find_locked(handle);
   if (i >= 0) {
+    /* Read under the lock that found the handle live: no removal can interleave (see reg_gen). */
+    e->handle = handle;
+    e->gen = atomic_load_explicit(&reg_gen, memory_order_relaxed);
     pthread_mutex_unlock(&reg_lock);
-    if (handle->start_magic != PCL_COMM_START_MAGIC || handle->end_magic != PCL_COMM_END_MAGIC) {
-      PCL_WARN(PCL_LOG_SHIM, "%s: corrupted communicator %p (bad magic)", fn, (void *)handle);
-      return ncclInvalidArgument;
-    }
+    if (!magic_ok(fn, handle)) return ncclInvalidArgument;
     *c = handle;
     *real = pcl_comm_real(handle);
     return ncclSuccess;
   }
-  /* Not ours: accept it only as the real comm of one of ours (rare path, linear scan). */
+  /* Not ours: accept it only as the real comm of one of ours (rare path, linear scan; never
+   * cached: it is not a planccl handle). */
   for (size_t k = 0; k < table_cap; k++) {
-    struct ncclComm *e = table[k];
-    if (e != NULL && e != TOMBSTONE && pcl_comm_real(e) == handle) {
+    struct ncclComm *t = table[k];
+    if (t != NULL && t != TOMBSTONE && pcl_comm_real(t) == handle) {
       pthread_mutex_unlock(&reg_lock);
       *c = NULL;
       *real = handle;

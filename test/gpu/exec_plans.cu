@@ -8,6 +8,7 @@
  * channels go over the copy engine, or TCP with --port-kind tcp (--port-only: only their plans).
  * Two ranks as two threads of one process, then as two forked processes. Exits 77 with fewer
  * than 2 GPUs. Usage: exec_plans [--only thread|proc] [--quick] [--port-kind ce|tcp] [--port-only]
+ * [--filter a,b,..] (plans whose name contains one of the substrings)
  */
 #include <dirent.h>
 #include <math.h>
@@ -49,6 +50,21 @@ static pcl_bootstrap_handle_t g_handle;
 static int g_quick;
 static int g_port_kind = PCL_TRANSPORT_CE;
 static int g_port_only;
+static const char *g_filter; /* comma-separated substrings of plan names; NULL = every plan */
+
+static int name_selected(const char *name) {
+  if (g_filter == NULL)
+    return 1;
+  const char *f = g_filter;
+  while (*f) {
+    size_t n = strcspn(f, ",");
+    for (const char *h = name; n > 0 && *h; h++)
+      if (strncmp(h, f, n) == 0)
+        return 1;
+    f += n + (f[n] == ',');
+  }
+  return 0;
+}
 
 #include "gpu_test_check.h"
 
@@ -520,7 +536,8 @@ static int rank_main(int rank, res_t *res) {
     pcl_plan_t *p = NULL;
     if (pcl_plan_load(g_pl.path[i], &p, err, sizeof(err)) != ncclSuccess)
       continue;
-    if (p->n_gpus != NR || (g_port_only && p->gpus[rank].n_channels[PCL_PLAN_CHAN_PORT] == 0)) {
+    if (p->n_gpus != NR || (g_port_only && p->gpus[rank].n_channels[PCL_PLAN_CHAN_PORT] == 0) ||
+        !name_selected(p->name)) {
       pcl_plan_destroy(p);
       continue;
     }
@@ -615,7 +632,9 @@ int main(int argc, char **argv) {
         return 2;
       }
       g_port_kind = strcmp(k, "tcp") ? PCL_TRANSPORT_CE : PCL_TRANSPORT_TCP;
-    } else if (!strcmp(argv[i], "--port-only"))
+    } else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
+      g_filter = argv[++i];
+    else if (!strcmp(argv[i], "--port-only"))
       g_port_only = 1;
     else if (!strcmp(argv[i], "--quick"))
       g_quick = 1;

@@ -39,5 +39,6 @@ TCase *shim_tcase_forward(void);
 TCase *shim_tcase_lifecycle(void);
 TCase *shim_tcase_discovery(void);
 TCase *shim_tcase_symbols(void);
+TCase *shim_tcase_lookup(void);
 
 #endif

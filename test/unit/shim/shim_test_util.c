@@ -119,5 +119,6 @@ int main(void) {
   suite_add_tcase(s, shim_tcase_forward());
   suite_add_tcase(s, shim_tcase_lifecycle());
   suite_add_tcase(s, shim_tcase_discovery());
+  suite_add_tcase(s, shim_tcase_lookup());
   return pcl_test_run_suite(s);
 }
