@@ -66,6 +66,11 @@ if [ "${1:-}" != quick ] && [ -x build-gpu/install/bin/planccl-bench ]; then
   build-gpu/install/bin/planccl-bench --coll allreduce -b 1K -e 1K -g 2 -G 0 -n 10 --hostpath \
     --lib "planccl=$root/build-gpu/install/lib/libplanccl.so" --lib "nccl=$PLANCCL_NCCL_LIB" \
     2>&1 | grep '^# host path' | tee "$logs/hostpath.log"
+  # The same call launched through the runtime (cudaLaunchKernel) instead of the driver.
+  PLANCCL_LAUNCH_RUNTIME=1 build-gpu/install/bin/planccl-bench --coll allreduce -b 1K -e 1K -g 2 \
+    -G 0 -n 10 --hostpath --lib "planccl=$root/build-gpu/install/lib/libplanccl.so" \
+    2>&1 | grep '^# host path of' | sed 's/^/[PLANCCL_LAUNCH_RUNTIME=1] /' | tee -a "$logs/hostpath.log"
+  while IFS= read -r l; do note "  $l"; done <"$logs/hostpath.log"
 fi
 echo
 echo "===== summary ====="

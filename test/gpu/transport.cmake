@@ -3,7 +3,7 @@
 # latency (with the ping-pong variants that show what it is made of) and init/destroy cycles;
 # port channels driven by a kernel through the proxy over the copy engine and TCP. Run on a
 # 2-GPU machine:
-#   ctest --test-dir <build> -L gpu -R transport_ --output-on-failure  (500 cycles; the
+#   ctest --test-dir <build> -L gpu -R transport_ --output-on-failure  (200 cycles; the
 #   10,000-cycle run: transport_memchan --cycles 10000)
 # or directly: <build>/test/gpu/transport_memchan [--cycles N] [--only proc|thread]
 #              <build>/test/gpu/transport_port [--only ce|tcp] [--max-mib N] [--chunks N]
@@ -11,7 +11,7 @@ if(TARGET pcl_transport AND NOT PCL_SANITIZE)
   add_executable(transport_memchan ${CMAKE_CURRENT_LIST_DIR}/transport_memchan.cu)
   pcl_target_defaults(transport_memchan)
   target_link_libraries(transport_memchan PRIVATE pcl_transport pcl_common)
-  add_test(NAME transport_memchan COMMAND transport_memchan --cycles 500)
+  add_test(NAME transport_memchan COMMAND transport_memchan --cycles 200)
   set_tests_properties(transport_memchan PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200
                        LABELS "gpu;nosan" ENVIRONMENT "PLANCCL_SOCKET_IFNAME=lo")
 
