@@ -3,7 +3,8 @@
 # The one command for the GPU machine: builds planccl (dependencies from .gpu/ when the host has
 # no package registry), runs the GPU tests (ctest label gpu), the PyTorch tests under torchrun,
 # and the side-by-side benchmark, and prints a short summary table last.
-# Usage: scripts/gpu_check.sh [quick]   (logs go to $OUT or build-gpu/logs)
+# Usage: scripts/gpu_check.sh [quick|build]   (quick: no benchmark; build: build and install
+# only; logs go to $OUT or build-gpu/logs)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,6 +36,7 @@ cmake --install build-gpu >/dev/null
 grep 'took' "$logs/build.log"
 export PLANCCL_NCCL_LIB=${PLANCCL_NCCL_LIB:-$(scripts/find_real_nccl.sh)}
 echo "real NCCL: $PLANCCL_NCCL_LIB"
+[ "${1:-}" = build ] && exit 0
 
 # PCL_GPU_CTEST_ARGS adds ctest arguments, e.g. "-E transport_memchan" to skip a long test.
 # shellcheck disable=SC2086

@@ -15,8 +15,8 @@ cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>
 [ -n "$cs" ] || { echo "compute-sanitizer not found: skipped" >&2; exit 77; }
 rc=0
 for tool in memcheck racecheck; do
-  PCL_SOURCE_DIR=$root PLANCCL_SOCKET_IFNAME=lo timeout 280 "$cs" --tool $tool --error-exitcode 9 \
-    "$bin" --only thread --quick --filter "${PCL_SANITIZE_PLANS:-ll1_outofplace,allreduce_pkt,ar2_simple,ag2_port,reduce_pack_tbg}" >"$logs/sanitize_$tool.log" 2>&1
+  PCL_SOURCE_DIR=$root PLANCCL_SOCKET_IFNAME=lo timeout "${PCL_SANITIZE_TIMEOUT:-150}" "$cs" --tool $tool --error-exitcode 9 \
+    "$bin" --only thread --quick --max-bytes 65536 --filter "${PCL_SANITIZE_PLANS:-ll1_outofplace,allreduce_pkt,ar2_simple,ag2_port,reduce_pack_tbg}" >"$logs/sanitize_$tool.log" 2>&1
   r=$?
   echo "$tool: exit $r ($(grep -c 'ERROR SUMMARY: 0 errors' "$logs/sanitize_$tool.log") clean summaries)"
   [ $r = 0 ] || rc=1

@@ -8,7 +8,7 @@
  * channels go over the copy engine, or TCP with --port-kind tcp (--port-only: only their plans).
  * Two ranks as two threads of one process, then as two forked processes. Exits 77 with fewer
  * than 2 GPUs. Usage: exec_plans [--only thread|proc] [--quick] [--port-kind ce|tcp] [--port-only]
- * [--filter a,b,..] (plans whose name contains one of the substrings)
+ * [--filter a,b,..] (plans whose name contains one of the substrings) [--max-bytes N]
  */
 #include <dirent.h>
 #include <math.h>
@@ -50,6 +50,7 @@ static pcl_bootstrap_handle_t g_handle;
 static int g_quick;
 static int g_port_kind = PCL_TRANSPORT_CE;
 static int g_port_only;
+static uint64_t g_max_msg = UINT64_MAX; /* --max-bytes: largest message of the case sweep */
 static const char *g_filter; /* comma-separated substrings of plan names; NULL = every plan */
 
 static int name_selected(const char *name) {
@@ -225,7 +226,7 @@ static int run_cases(rank_t *R, pcl_plan_t **plans, int np, res_t *res) {
       memset(&c, 0, sizeof(c));
       c.plan = pl;
       c.msg = sizes[si];
-      if (!pcl_plan_size_runnable(pl, c.msg) ||
+      if (c.msg > g_max_msg || !pcl_plan_size_runnable(pl, c.msg) ||
           pcl_plan_buffer_bytes(pl, c.msg, &c.in_bytes, &c.out_bytes) != 0 ||
           c.in_bytes > MAX_BYTES || c.out_bytes > MAX_BYTES)
         continue;
@@ -632,7 +633,9 @@ int main(int argc, char **argv) {
         return 2;
       }
       g_port_kind = strcmp(k, "tcp") ? PCL_TRANSPORT_CE : PCL_TRANSPORT_TCP;
-    } else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
+    } else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc)
+      g_max_msg = strtoull(argv[++i], NULL, 0);
+    else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
       g_filter = argv[++i];
     else if (!strcmp(argv[i], "--port-only"))
       g_port_only = 1;
