@@ -5,7 +5,9 @@
  * of 4, odd sizes and the shipped plans' range ends), in two process models: one process driving
  * both GPUs (ncclCommInitAll + groups) and one process per GPU. Integers must match bitwise,
  * floats within a tolerance. PLANCCL_STATS=1 prints which calls ran on plans; the test fails when
- * none did although the GPUs have peer access. Exits 77 with fewer than 2 GPUs.
+ * none did although the GPUs have peer access. In the process model the small allreduce cases run
+ * again on ncclCommSplit / ncclCommShrink children of planccl's comm. Exits 77 with fewer than
+ * 2 GPUs.
  * Usage: coll_vs_nccl [--only all|proc] [--quick] */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -450,6 +452,51 @@ static int model_all(const tcase_t *cs, int ncases) {
                              now_s() - t0);
 }
 
+/* Children of the planccl comm (ncclCommSplit with one color, ncclCommShrink excluding nobody)
+ * are full planccl comms: the small allreduce cases run on them (against the real NCCL parent,
+ * which has the same ranks) and some must run on plans. NCCL may refuse a shrink that excludes
+ * nobody; that is reported, not failed. */
+static int child_checks(rank_t *R, const tcase_t *cs, int ncases, long *failures) {
+  tcase_t *sub = (tcase_t *)calloc((size_t)ncases, sizeof(*sub));
+  int n = 0;
+  for (int i = 0; sub != NULL && i < ncases; i++)
+    if (cs[i].coll == C_AR && cs[i].bytes >= 1024 && cs[i].bytes <= 65536 &&
+        (cs[i].dtype == ncclInt32 || cs[i].dtype == ncclFloat32 || cs[i].dtype == ncclBfloat16))
+      sub[n++] = cs[i];
+  if (sub == NULL) return 1;
+  ncclComm_t parent = R->comm[0];
+  for (int kind = 0; kind < 2; kind++) {
+    ncclComm_t child = NULL;
+    ncclResult_t r = kind == 0 ? ncclCommSplit(parent, 0, R->rank, &child, NULL)
+                               : ncclCommShrink(parent, NULL, 0, &child, NULL, NCCL_SHRINK_DEFAULT);
+    const char *what = kind == 0 ? "split" : "shrink";
+    if (r != ncclSuccess || child == NULL) {
+      if (kind == 0) {
+        fprintf(stderr, "rank %d: ncclCommSplit failed: %d %s\n", R->rank, (int)r,
+                ncclGetLastError(NULL));
+        free(sub);
+        return 1;
+      }
+      printf("== coll_vs_nccl rank %d: %s child not tested (ncclCommShrink excluding nobody "
+             "returned %d)\n", R->rank, what, (int)r);
+      continue;
+    }
+    long before = *failures;
+    R->comm[0] = child;
+    int rc = run_cases(R, 1, sub, n, failures);
+    long planned = destroy_with_stats(R, 1);
+    R->comm[0] = parent;
+    printf("== coll_vs_nccl rank %d: %s child: %d allreduce cases, %ld mismatching, %ld calls ran "
+           "on plans\n", R->rank, what, n, *failures - before, planned);
+    if (rc || (planned == 0 && expect_plans())) {
+      free(sub);
+      return 1;
+    }
+  }
+  free(sub);
+  return 0;
+}
+
 /* Model 2: one process per GPU (forked before any CUDA call); rank 0 makes both ids. */
 struct shared_ids {
   volatile int ready;
@@ -482,6 +529,7 @@ static int proc_rank(int rank, struct shared_ids *sh, const tcase_t *cs, int nca
   NK(real_lib.init_rank(&R.comm[1], NR, sh->rid, rank), "nccl");
   long failures = 0;
   int rc_run = run_cases(&R, 1, cs, ncases, &failures);
+  if (rc_run == 0) rc_run = child_checks(&R, cs, ncases, &failures);
   long planned = destroy_with_stats(&R, 1);
   real_lib.destroy(R.comm[1]);
   rank_free(&R);
