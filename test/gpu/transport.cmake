@@ -18,6 +18,7 @@ if(TARGET pcl_transport AND NOT PCL_SANITIZE)
   add_executable(transport_port ${CMAKE_CURRENT_LIST_DIR}/transport_port.cu)
   pcl_target_defaults(transport_port)
   target_link_libraries(transport_port PRIVATE pcl_transport pcl_common)
+  target_include_directories(transport_port PRIVATE ${PROJECT_SOURCE_DIR}/kernels)
   add_test(NAME transport_port COMMAND transport_port)
   set_tests_properties(transport_port PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200
                        LABELS "gpu;nosan"

@@ -24,6 +24,7 @@ extern "C" { /* bootstrap.h, topo.h and transport.h have no C++ guard of their o
 #include "proxy.h"
 #include "topo.h"
 }
+#include "packet.cuh" /* kernels/: the system-scope loads the executor polls with */
 
 /* ---- configuration and results (shared with the forked ranks) ---- */
 
@@ -80,18 +81,6 @@ static __device__ __forceinline__ uint64_t gtimer(void) {
   return t;
 }
 
-static __device__ __forceinline__ uint64_t ld_acquire(const void *p) {
-  uint64_t v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-
-static __device__ __forceinline__ uint64_t ld_relaxed(const void *p) {
-  uint64_t v;
-  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-
 static __device__ void set_err(ctl_t *c, uint32_t err, uint32_t detail) {
   if (c->err == ERR_NONE) {
     c->detail = detail;
@@ -121,7 +110,7 @@ static __device__ int wait_ge(const uint64_t *p, uint64_t target, ctl_t *c, uint
                               uint32_t err, uint32_t detail) {
   uint32_t spin = 1024;
   uint64_t start = 0;
-  while ((int64_t)(ld_acquire(p) - target) < 0) {
+  while ((int64_t)(pcl_kload_acquire_sys((const uint64_t *)(p)) - target) < 0) {
     if (--spin == 0) {
       spin = 1024;
       if (spin_slow(&start, c, timeout_ns, err, detail))
@@ -198,7 +187,7 @@ __global__ void pingpong_kernel(pcl_fifo_device_t f, int rank, int warm, int ite
     }
     if (!wait_ge(sem, ++received, c, timeout_ns, ERR_SEM_TIMEOUT, 500))
       return;
-    if (ld_relaxed(dst) != token) {
+    if (pcl_kload_relaxed_sys((const uint64_t *)(dst)) != token) {
       set_err(c, ERR_PAYLOAD, (uint32_t)(i + warm));
       return;
     }
