@@ -271,6 +271,14 @@ static int run_cases(rank_t *R, pcl_plan_t **plans, int np, res_t *res) {
         pcl_exec_userbuf_destroy(ub);
       }
     }
+    /* A plan none of whose cases could run is a failure: every plan here must be runnable
+     * (zero-copy and port-channel ones included), so an executor that refused it is broken. */
+    if (res->skip > skip0 && res->pass == pass0 && res->fail == fail0) {
+      res->fail++;
+      if (!res->first_fail[0])
+        snprintf(res->first_fail, sizeof(res->first_fail), "%s: all %d cases refused by the "
+                 "executor", pl->path, res->skip - skip0);
+    }
     if (rank == 0)
       printf("  plan %-28s pass %4d fail %4d skip %4d\n", pl->name, res->pass - pass0,
              res->fail - fail0, res->skip - skip0);
