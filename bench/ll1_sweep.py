@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Tunes the shipped one-phase LL allreduce: writes variants with other block/thread counts
+(priority 1, so they win over the installed plans), runs planccl-bench with each through
+PLANCCL_PLAN_DIR, and prints the time per call (eager and CUDA graph) of every variant by size.
+Standard library only. Run on a 2-GPU machine after scripts/gpu_check.sh built build-gpu:
+
+    python3 bench/ll1_sweep.py [--variants 1x256,1x512,2x512,4x512,8x512] [--out DIR]
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "plans", "dsl"))
+sys.dont_write_bytecode = True
+import pclgen  # noqa: E402
+
+SIZES = "1K 2K 4K 8K 16K 32K 64K".split()
+
+
+def write_variant(d, blocks, threads):
+    for inplace in (True, False):
+        name = "allreduce_2gpu_ll1_b%dt%d_%s" % (blocks, threads, pclgen.kind(inplace))
+        p = pclgen.allreduce_ll1(2, inplace, blocks, threads, 16, 64 * pclgen.KIB, 1, name)
+        with open(os.path.join(d, name + ".json"), "w") as f:
+            f.write(pclgen.render(p))
+
+
+def bench(plan_dir):
+    env = dict(os.environ, PLANCCL_PLAN_DIR=plan_dir, NCCL_NVLS_ENABLE="0")
+    exe = os.path.join(ROOT, "build-gpu", "install", "bin", "planccl-bench")
+    lib = os.path.join(ROOT, "build-gpu", "install", "lib", "libplanccl.so")
+    cmd = [exe, "--coll", "allreduce", "-b", "1K", "-e", "64K", "-f", "2", "-g", "2",
+           "--repeat", "3", "--lib", "planccl=" + lib]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240).stdout
+    rows = {}
+    for line in out.splitlines():
+        m = re.match(r"\s+(\d+[KM]?)\s+([\d.]+)\s+([\d.-]+)\s+(\d+)\s+(\S+)", line)
+        if m:
+            rows[m.group(1)] = (m.group(2), m.group(3), m.group(4), m.group(5))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variants", default="1x256,1x512,2x512,4x512,8x512")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    results = {}
+    for v in a.variants.split(","):
+        blocks, threads = (int(x) for x in v.split("x"))
+        d = tempfile.mkdtemp(prefix="ll1_%s_" % v, dir=a.out)
+        write_variant(d, blocks, threads)
+        results[v] = bench(d)
+    print("one-phase LL allreduce, planccl-bench us per call, eager / graph (wrong, path)")
+    print("%6s" % "bytes" + "".join("%18s" % v for v in results))
+    for s in SIZES:
+        cells = []
+        for v in results:
+            r = results[v].get(s)
+            cells.append("%18s" % ("%s / %s%s" % (r[0], r[1], "" if r[2] == "0" else " WRONG")
+                                   if r else "-"))
+        print("%6s" % s + "".join(cells))
+    bad = [v for v in results for r in results[v].values() if r[2] != "0" or "_b" not in r[3]]
+    if bad:
+        print("variants with wrong results or not selected:", " ".join(sorted(set(bad))))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
