@@ -5,7 +5,7 @@
 PLANCCL_PLAN_DIR, and prints the time per call (eager and CUDA graph) of every variant by size.
 Standard library only. Run on a 2-GPU machine after scripts/gpu_check.sh built build-gpu:
 
-    python3 bench/ll1_sweep.py [--variants 1x256,1x512,2x512,4x512,8x512] [--out DIR]
+    python3 bench/ll1_sweep.py [--variants 1x256,1x512,2x512,4x512,8x512] [--min 1K --max 64K]
 """
 import argparse
 import os
@@ -19,22 +19,22 @@ sys.path.insert(0, os.path.join(ROOT, "plans", "dsl"))
 sys.dont_write_bytecode = True
 import pclgen  # noqa: E402
 
-SIZES = "1K 2K 4K 8K 16K 32K 64K".split()
+SIZES = "1K 2K 4K 8K 16K 32K 64K 128K 256K 512K".split()
 
 
-def write_variant(d, blocks, threads):
+def write_variant(d, blocks, threads, hi=64 * pclgen.KIB):
     for inplace in (True, False):
         name = "allreduce_2gpu_ll1_b%dt%d_%s" % (blocks, threads, pclgen.kind(inplace))
-        p = pclgen.allreduce_ll1(2, inplace, blocks, threads, 16, 64 * pclgen.KIB, 1, name)
+        p = pclgen.allreduce_ll1(2, inplace, blocks, threads, 16, hi, 1, name)
         with open(os.path.join(d, name + ".json"), "w") as f:
             f.write(pclgen.render(p))
 
 
-def bench(plan_dir):
+def bench(plan_dir, lo, hi):
     env = dict(os.environ, PLANCCL_PLAN_DIR=plan_dir, NCCL_NVLS_ENABLE="0")
     exe = os.path.join(ROOT, "build-gpu", "install", "bin", "planccl-bench")
     lib = os.path.join(ROOT, "build-gpu", "install", "lib", "libplanccl.so")
-    cmd = [exe, "--coll", "allreduce", "-b", "1K", "-e", "64K", "-f", "2", "-g", "2",
+    cmd = [exe, "--coll", "allreduce", "-b", lo, "-e", hi, "-f", "2", "-g", "2",
            "--repeat", "3", "--lib", "planccl=" + lib]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240).stdout
     rows = {}
@@ -49,16 +49,21 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--variants", default="1x256,1x512,2x512,4x512,8x512")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--min", default="1K")
+    ap.add_argument("--max", default="64K")
     a = ap.parse_args()
     results = {}
     for v in a.variants.split(","):
         blocks, threads = (int(x) for x in v.split("x"))
         d = tempfile.mkdtemp(prefix="ll1_%s_" % v, dir=a.out)
-        write_variant(d, blocks, threads)
-        results[v] = bench(d)
+        hi = int(a.max[:-1]) * {"K": pclgen.KIB, "M": pclgen.MIB}[a.max[-1]]
+        write_variant(d, blocks, threads, hi)
+        results[v] = bench(d, a.min, a.max)
     print("one-phase LL allreduce, planccl-bench us per call, eager / graph (wrong, path)")
     print("%6s" % "bytes" + "".join("%18s" % v for v in results))
     for s in SIZES:
+        if not any(s in results[v] for v in results):
+            continue
         cells = []
         for v in results:
             r = results[v].get(s)

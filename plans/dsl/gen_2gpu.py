@@ -22,26 +22,33 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree (CI runs thi
 import pclgen  # noqa: E402
 from pclgen import KIB, MIB, loc, rem, tbg, gpu, plan  # noqa: E402
 
-# Tunables, set from planccl-bench on 2 H200s over NVLink (README, "Measured results"). The
+# Tunables, set from planccl-bench on 2 H200s over NVLink (README, "Measured results";
+# bench/ll1_sweep.py measured the block counts: bench/results/2026-11-29-h200x2-session2/). The
 # default set (plans/<collective>/) holds only plans that matched or beat NCCL there both eagerly
-# and under CUDA graphs: one-phase allreduce up to 64 KiB. The opt-in set (plans/extra/, installed
-# to share/planccl/plans-extra, enabled with PLANCCL_PLAN_DIR) holds the two-phase allreduce
-# (slower than NCCL from 128 KiB on H200) and the allgather (faster eagerly, slower in graphs).
-LL1_BLOCKS, LL1_THREADS = 8, 512
-LL1_MIN, LL1_MAX = 16, 64 * KIB          # every 16-byte multiple up to 64 KiB, priority 0
+# and under CUDA graphs: the one-phase allreduce up to 128 KiB, in three block shapes (one small
+# block is cheapest up to 2 KiB; more blocks pay off from 32 KiB). The opt-in set (plans/extra/,
+# installed to share/planccl/plans-extra, enabled with PLANCCL_PLAN_DIR) holds the two-phase
+# allreduce (slower than NCCL on H200) and the allgather (faster eagerly, slower in graphs).
+# Each entry: file suffix, blocks, threads per block, min and max bytes (every 16-byte multiple).
+LL1_SHAPES = [
+    ("ll1_small", 1, 256, 16, 2 * KIB),
+    ("ll1", 16, 512, 2 * KIB + 1, 32 * KIB),
+    ("ll1_large", 32, 512, 32 * KIB + 1, 128 * KIB),
+]
 LL2_BLOCKS, LL2_THREADS = 16, 1024
-LL2_MIN, LL2_MAX = 64 * KIB + 1, 2 * MIB  # opt-in; priority 1 where it is loaded
+LL2_MIN, LL2_MAX = 128 * KIB + 1, 2 * MIB  # opt-in; priority 1 where it is loaded
 AG_BLOCKS, AG_THREADS = 8, 512
 AG_MIN, AG_MAX = 32, 2 * MIB            # opt-in; total output bytes
 
 NRANKS = 2
 
 
-def allreduce_ll1(inplace):
+def allreduce_ll1(inplace, shape):
     """One phase: each rank packs its whole input into the peer's scratch, then reduces its input
     with the peer's packets into its output. Packet flags are the only synchronisation."""
-    return pclgen.allreduce_ll1(NRANKS, inplace, LL1_BLOCKS, LL1_THREADS, LL1_MIN, LL1_MAX, 0,
-                                "allreduce_2gpu_ll1_" + pclgen.kind(inplace))
+    suffix, blocks, threads, lo, hi = shape
+    return pclgen.allreduce_ll1(NRANKS, inplace, blocks, threads, lo, hi, 0,
+                                "allreduce_2gpu_%s_%s" % (suffix, pclgen.kind(inplace)))
 
 
 def allreduce_ll2(inplace):
@@ -82,7 +89,9 @@ def allgather_ll(inplace):
 def outputs():
     for ip in (True, False):
         kind = "inplace" if ip else "outofplace"
-        yield os.path.join("allreduce", "2gpu_ll1_%s.json" % kind), allreduce_ll1(ip)
+        for shape in LL1_SHAPES:
+            yield (os.path.join("allreduce", "2gpu_%s_%s.json" % (shape[0], kind)),
+                   allreduce_ll1(ip, shape))
         yield os.path.join("extra", "allreduce", "2gpu_ll2_%s.json" % kind), allreduce_ll2(ip)
         yield os.path.join("extra", "allgather", "2gpu_ll_%s.json" % kind), allgather_ll(ip)
 

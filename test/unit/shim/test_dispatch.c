@@ -44,6 +44,10 @@ static void setup(void) {
   ck_assert_ptr_nonnull(mkdtemp(tmpdir));
   static const char *const files[] = {
       "plans/allreduce/2gpu_ll1_inplace.json", "plans/allreduce/2gpu_ll1_outofplace.json",
+      "plans/allreduce/2gpu_ll1_small_inplace.json",
+      "plans/allreduce/2gpu_ll1_small_outofplace.json",
+      "plans/allreduce/2gpu_ll1_large_inplace.json",
+      "plans/allreduce/2gpu_ll1_large_outofplace.json",
       "plans/extra/allreduce/2gpu_ll2_inplace.json",
       "plans/extra/allreduce/2gpu_ll2_outofplace.json",
       "plans/extra/allgather/2gpu_ll_inplace.json",
@@ -57,7 +61,7 @@ static void setup(void) {
   }
   const char *dirs[] = {tmpdir};
   ck_assert_int_eq(pcl_registry_create(dirs, 1, &reg), ncclSuccess);
-  ck_assert_int_eq(pcl_registry_count(reg), 8);
+  ck_assert_int_eq(pcl_registry_count(reg), 12);
 }
 
 static void teardown(void) {
@@ -96,6 +100,9 @@ struct dcase {
 #define NCCL PCL_PATH_NCCL
 #define LL1_O "allreduce_2gpu_ll1_outofplace"
 #define LL1_I "allreduce_2gpu_ll1_inplace"
+#define LL1S_O "allreduce_2gpu_ll1_small_outofplace"
+#define LL1S_I "allreduce_2gpu_ll1_small_inplace"
+#define LL1L_O "allreduce_2gpu_ll1_large_outofplace"
 #define LL2_O "allreduce_2gpu_ll2_outofplace"
 #define LL2_I "allreduce_2gpu_ll2_inplace"
 #define AG_O "allgather_2gpu_ll_outofplace"
@@ -104,23 +111,29 @@ struct dcase {
 static const struct dcase cases[] = {
     {"count 0", AR, 0, ncclFloat, ncclSum, 0, 2, 2, PCL_PATH_NOOP, PCL_WHY_COUNT0, NULL},
     {"ar below ll1 min", AR, 2, ncclFloat16, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
-    {"ar ll1 min 16B", AR, 4, ncclFloat, ncclSum, 0, 2, 2, PLAN, PCL_WHY_PLAN, LL1_O},
+    {"ar ll1 min 16B", AR, 4, ncclFloat, ncclSum, 0, 2, 2, PLAN, PCL_WHY_PLAN, LL1S_O},
     {"ar 12B not 16-multiple", AR, 3, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
     {"ar 15B int8", AR, 15, ncclInt8, ncclMax, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
-    {"ar 16B int8", AR, 16, ncclInt8, ncclMax, 0, 2, 2, PLAN, PCL_WHY_PLAN, LL1_O},
+    {"ar 16B int8", AR, 16, ncclInt8, ncclMax, 0, 2, 2, PLAN, PCL_WHY_PLAN, LL1S_O},
     {"ar 17B uint8", AR, 17, ncclUint8, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
-    {"ar 64K (ll2 min is 65537)", AR, 16384, ncclFloat, ncclSum, 0, 2, 2, PLAN, PCL_WHY_PLAN,
-     LL1_O},
-    {"ar 64K+16 (16 mod 32, above ll1)", AR, 16388, ncclFloat, ncclSum, 0, 2, 2, NCCL,
+    {"ar 2K small max", AR, 512, ncclFloat, ncclSum, 0, 2, 2, PLAN, PCL_WHY_PLAN, LL1S_O},
+    {"ar 2K+16 ll1", AR, 516, ncclFloat, ncclSum, 0, 2, 2, PLAN, PCL_WHY_PLAN, LL1_O},
+    {"ar 32K ll1 max", AR, 8192, ncclFloat, ncclSum, 0, 2, 2, PLAN, PCL_WHY_PLAN, LL1_O},
+    {"ar 32K+16 large", AR, 8196, ncclFloat, ncclSum, 0, 2, 2, PLAN, PCL_WHY_PLAN, LL1L_O},
+    {"ar 64K+16 large", AR, 16388, ncclFloat, ncclSum, 0, 2, 2, PLAN, PCL_WHY_PLAN, LL1L_O},
+    {"ar 128K large max (ll2 min is 128K+1)", AR, 32768, ncclFloat, ncclSum, 0, 2, 2, PLAN,
+     PCL_WHY_PLAN, LL1L_O},
+    {"ar 128K+16 (16 mod 32, above large)", AR, 32772, ncclFloat, ncclSum, 0, 2, 2, NCCL,
      PCL_WHY_NO_PLAN, NULL},
-    {"ar 64K+32 ll2", AR, 16392, ncclFloat, ncclSum, 0, 2, 2, PLAN, PCL_WHY_PLAN, LL2_O},
+    {"ar 128K+32 ll2", AR, 32776, ncclFloat, ncclSum, 0, 2, 2, PLAN, PCL_WHY_PLAN, LL2_O},
     {"ar 2M ll2 max", AR, 524288, ncclFloat, ncclSum, 0, 2, 2, PLAN, PCL_WHY_PLAN, LL2_O},
     {"ar 2M-16 (16 mod 32)", AR, 524284, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
     {"ar 2M+32 above", AR, 524296, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
     {"ar 256M", AR, 64u << 20, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
-    {"ar in-place 1K", AR, 256, ncclFloat, ncclSum, 1, 2, 2, PLAN, PCL_WHY_PLAN, LL1_I},
+    {"ar in-place 1K", AR, 256, ncclFloat, ncclSum, 1, 2, 2, PLAN, PCL_WHY_PLAN, LL1S_I},
+    {"ar in-place 4K", AR, 1024, ncclFloat, ncclSum, 1, 2, 2, PLAN, PCL_WHY_PLAN, LL1_I},
     {"ar in-place 1M bf16", AR, 524288, ncclBfloat16, ncclAvg, 1, 2, 2, PLAN, PCL_WHY_PLAN, LL2_I},
-    {"ar fp64 prod", AR, 8, ncclFloat64, ncclProd, 0, 2, 2, PLAN, PCL_WHY_PLAN, LL1_O},
+    {"ar fp64 prod", AR, 8, ncclFloat64, ncclProd, 0, 2, 2, PLAN, PCL_WHY_PLAN, LL1S_O},
     {"ar 3 ranks", AR, 256, ncclFloat, ncclSum, 0, 3, 3, NCCL, PCL_WHY_NO_PLAN, NULL},
     {"ar 2 ranks on 2 nodes", AR, 256, ncclFloat, ncclSum, 0, 2, 1, NCCL, PCL_WHY_NO_PLAN, NULL},
     {"ar 4 ranks in-place", AR, 256, ncclFloat, ncclSum, 1, 4, 4, PLAN, PCL_WHY_PLAN,
@@ -196,7 +209,7 @@ END_TEST
 START_TEST(test_decide_overrides) {
   setup();
   struct pcl_kernel_caps caps = caps_all();
-  const struct dcase planned = {"ar 1K", AR, 256, ncclFloat, ncclSum, 0, 2, 2, PLAN,
+  const struct dcase planned = {"ar 4K", AR, 1024, ncclFloat, ncclSum, 0, 2, 2, PLAN,
                                 PCL_WHY_PLAN, LL1_O};
   const struct dcase none = {"ar 12B", AR, 3, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN,
                              NULL};
@@ -234,7 +247,7 @@ START_TEST(test_decide_overrides) {
   pcl_dispatch_decide(&in, &d);
   expect(&planned, &d, NCCL, PCL_WHY_DTYPE, NULL);
   in.dtype = ncclInt32;
-  in.count = 256;
+  in.count = 1024;
   in.op = ncclMax;
   pcl_dispatch_decide(&in, &d);
   expect(&planned, &d, NCCL, PCL_WHY_REDOP, NULL);
