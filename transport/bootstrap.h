@@ -8,6 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <nccl.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* planccl's part of an ncclUniqueId: bytes 40..127 (bytes 0..39 may hold the real NCCL's id). */
 #define PCL_BOOTSTRAP_HANDLE_BYTES 88
@@ -74,4 +77,7 @@ int pcl_bootstrap_nranks(const pcl_bootstrap_t *b);
 /* Closes every socket and frees everything; never waits for peers. NULL is ok. */
 void pcl_bootstrap_destroy(pcl_bootstrap_t *b);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

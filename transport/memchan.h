@@ -11,7 +11,7 @@
 #include <nccl.h>
 
 #ifdef __cplusplus
-extern "C" { /* bootstrap.h has no C++ guard of its own */
+extern "C" {
 #endif
 #include "bootstrap.h"
 #include "mem.h"

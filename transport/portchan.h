@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <nccl.h>
 #ifdef __cplusplus
-extern "C" { /* bootstrap.h has no C++ guard of its own */
+extern "C" {
 #endif
 #include "bootstrap.h"
 #include "fifo.h"

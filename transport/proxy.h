@@ -11,6 +11,9 @@
 #include "bootstrap.h"
 #include "fifo.h"
 #include "transport.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct pcl_proxy pcl_proxy_t;
 
@@ -71,4 +74,7 @@ uint64_t pcl_proxy_consumed(const pcl_proxy_t *p);
  * thread (pcl_proxy_start not called): returns 1 if it made progress. */
 int pcl_proxy_poll_once(pcl_proxy_t *p);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

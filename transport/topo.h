@@ -8,6 +8,9 @@
 #include <stdint.h>
 #include <nccl.h>
 #include "bootstrap.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define PCL_TOPO_BUSID_LEN 20
 
@@ -57,4 +60,7 @@ uint64_t pcl_topo_local_host_hash(void);
  * 0 when unknown. */
 int pcl_topo_pci_local_cpus(const char *bus_id, void *mask, size_t mask_bytes);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

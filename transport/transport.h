@@ -10,6 +10,9 @@
 #include <nccl.h>
 #include "bootstrap.h"
 #include "topo.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum {
   PCL_TRANSPORT_NONE = 0,
@@ -109,4 +112,7 @@ extern const struct pcl_transport_ops pcl_transport_ib_ops;
 /* Number of usable IB devices (0 without libibverbs or HCAs); from ib.c. */
 int pcl_ib_device_count(void);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

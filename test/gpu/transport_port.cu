@@ -18,12 +18,12 @@
 #include <cuda_runtime.h>
 #include <nccl.h> /* before the C block: nccl.h pulls in C++ headers of its own */
 #include "gpu_test_check.h"
-extern "C" { /* bootstrap.h, topo.h and transport.h have no C++ guard of their own */
-#include "mem.h"
+extern "C" { /* param.h has no C++ guard of its own */
 #include "param.h"
+}
+#include "mem.h"
 #include "proxy.h"
 #include "topo.h"
-}
 #include "packet.cuh" /* kernels/: the system-scope loads the executor polls with */
 
 /* ---- configuration and results (shared with the forked ranks) ---- */
