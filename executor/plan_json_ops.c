@@ -1,0 +1,438 @@
+/* SPDX-License-Identifier: MIT
+ * The plan loader's op conversion: buffer references, ops (nested pipelines included) and
+ * threadblocks, each checked for type, range and reference on the way. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "log.h"
+#include "plan_json_int.h"
+
+static ncclResult_t conv_ref(pcl_plan_conv_t *v, yajl_val r, pcl_plan_op_t *op,
+                             pcl_plan_ref_t *ref) {
+  static const char *const keys[] = {"type",  "buffer_id", "switch_channel_id",
+                                     "index", "size",      NULL};
+  pcl_plan_ctx_t *c = v->c;
+  ncclResult_t res;
+  if ((res = pcl_json_need_object(c, r, NULL)) != ncclSuccess)
+    return res;
+  if ((res = pcl_json_check_keys(c, r, keys)) != ncclSuccess)
+    return res;
+  yajl_val t = pcl_json_get(r, "type"), b = pcl_json_get(r, "buffer_id"),
+           s = pcl_json_get(r, "switch_channel_id");
+  int nkinds = (t != NULL) + (b != NULL) + (s != NULL);
+  if (nkinds != 1)
+    return pcl_plan_fail(c, NULL,
+                         "a buffer reference needs exactly one of type, buffer_id, "
+                         "switch_channel_id");
+  uint64_t index, size, slot;
+  if ((res = pcl_json_u64(c, r, "index", 1, 0, 0, PCL_PLAN_JSON_MAX_CHUNKS, &index)) != ncclSuccess)
+    return res;
+  if ((res = pcl_json_u64(c, r, "size", 1, 0, 1, PCL_PLAN_JSON_MAX_CHUNKS, &size)) != ncclSuccess)
+    return res;
+  ref->index = (uint32_t)index;
+  ref->size = (uint32_t)size;
+  ref->rbuf = -1;
+  if (t) {
+    const char *ts;
+    if ((res = pcl_json_str(c, r, "type", 1, &ts)) != ncclSuccess)
+      return res;
+    int bt = pcl_plan_buf_from_name(ts);
+    if (bt < 0)
+      return pcl_plan_fail(c, "type", "unknown buffer type '%s' (expected i, o or s)", ts);
+    ref->kind = PCL_PLAN_REF_LOCAL;
+    ref->type = (uint8_t)bt;
+    ref->rank = v->gpu->id;
+    ref->slot = 0;
+  } else if (b) {
+    if ((res = pcl_json_u64(c, r, "buffer_id", 1, 0, 0, 65535, &slot)) != ncclSuccess)
+      return res;
+    int ct = op->channel_type;
+    if (ct != PCL_PLAN_CHAN_MEMORY && ct != PCL_PLAN_CHAN_PORT)
+      return pcl_plan_fail(c, "buffer_id",
+                           "remote buffer reference on an op whose channel_type "
+                           "is %s (needs memory or port)",
+                           pcl_plan_chan_name(ct));
+    if ((int)slot >= v->blk->n_rbufs[ct])
+      return pcl_plan_fail(c, "buffer_id",
+                           "remote buffer slot %d out of range [0, %d) of the "
+                           "threadblock's %s remote_buffer_refs",
+                           (int)slot, v->blk->n_rbufs[ct], pcl_plan_chan_name(ct));
+    int rb = v->blk->rbufs[ct][slot];
+    ref->kind = PCL_PLAN_REF_REMOTE;
+    ref->slot = (uint16_t)slot;
+    ref->rbuf = rb;
+    ref->type = v->gpu->rbufs[rb].type;
+    ref->rank = v->gpu->rbufs[rb].rank;
+  } else {
+    if ((res = pcl_json_u64(c, r, "switch_channel_id", 1, 0, 0, 65535, &slot)) != ncclSuccess)
+      return res;
+    if ((int)slot >= v->blk->n_channels[PCL_PLAN_CHAN_SWITCH])
+      return pcl_plan_fail(c, "switch_channel_id", "switch channel slot %d out of range [0, %d)",
+                           (int)slot, v->blk->n_channels[PCL_PLAN_CHAN_SWITCH]);
+    ref->kind = PCL_PLAN_REF_SWITCH;
+    ref->slot = (uint16_t)slot;
+    ref->type = v->gpu->switches[v->blk->channels[PCL_PLAN_CHAN_SWITCH][slot]].buffer_type;
+    ref->rank = -1;
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t conv_refs(pcl_plan_conv_t *v, yajl_val o, const char *key, pcl_plan_op_t *op,
+                              pcl_plan_ref_t *refs, uint8_t *n) {
+  pcl_plan_ctx_t *c = v->c;
+  yajl_val a;
+  ncclResult_t res = pcl_json_array(c, o, key, 0, PCL_PLAN_MAX_OP_BUFS, "buffer references", &a);
+  if (res != ncclSuccess || a == NULL)
+    return res;
+  size_t p0 = pcl_plan_path_key(c, key);
+  int nremote = 0;
+  for (size_t i = 0; i < a->u.array.len; i++) {
+    size_t p1 = pcl_plan_path_idx(c, (int)i);
+    if ((res = conv_ref(v, a->u.array.values[i], op, &refs[i])) != ncclSuccess)
+      return res;
+    if (refs[i].kind != PCL_PLAN_REF_LOCAL)
+      nremote++;
+    pcl_plan_path_pop(c, p1);
+    /* Only the total (10 per side) is a hard device limit; MSCCL++ nominally splits it 2 local
+     * + 8 channel refs, but reduce-packet ops legitimately read 1 + (n-1) local scratch slots. */
+    if (nremote > PCL_PLAN_MAX_OP_REMOTE_BUFS)
+      return pcl_plan_fail(c, NULL, "more than %d remote buffer references",
+                           PCL_PLAN_MAX_OP_REMOTE_BUFS);
+  }
+  *n = (uint8_t)a->u.array.len;
+  pcl_plan_path_pop(c, p0);
+  return ncclSuccess;
+}
+
+static ncclResult_t conv_op(pcl_plan_conv_t *v, yajl_val o, pcl_plan_op_t *op, int nested) {
+  static const char *const keys[] = {
+      "name",       "channel_type",     "channel_ids",   "src_buff",     "dst_buff", "tbg_info",
+      "barrier_id", "num_threadblocks", "semaphore_ids", "iter_context", "ops",      "reduce_op",
+      NULL};
+  pcl_plan_ctx_t *c = v->c;
+  ncclResult_t res;
+  const char *s;
+  if ((res = pcl_json_need_object(c, o, NULL)) != ncclSuccess)
+    return res;
+  if ((res = pcl_json_check_keys(c, o, keys)) != ncclSuccess)
+    return res;
+  if ((res = pcl_json_str(c, o, "name", 1, &s)) != ncclSuccess)
+    return res;
+  int t = pcl_plan_op_from_name(s, v->legacy);
+  if (t < 0) {
+    if (strcmp(s, "glre") == 0)
+      return pcl_plan_fail(c, "name", "op 'glre' must be fused into 'glres' (not an executor op)");
+    return pcl_plan_fail(c, "name", "unknown op '%s'", s);
+  }
+  op->type = (uint8_t)t;
+  op->barrier_id = -1;
+  op->tbg_size = 1;
+  op->reduce_op = PCL_PLAN_RED_NONE;
+  op->channel_type = PCL_PLAN_CHAN_NONE;
+  if ((res = pcl_json_str(c, o, "channel_type", 0, &s)) != ncclSuccess)
+    return res;
+  if (s) {
+    int ct = pcl_plan_chan_from_name(s, NULL);
+    if (ct < 0)
+      return pcl_plan_fail(c, "channel_type", "unknown channel type '%s'", s);
+    op->channel_type = (uint8_t)ct;
+  }
+  if ((res = pcl_json_str(c, o, "reduce_op", 0, &s)) != ncclSuccess)
+    return res;
+  /* No reduce_op means "the call's op" (DESIGN.md): only an explicit one constrains the plan. */
+  if (pcl_plan_op_is_reduce(t)) {
+    int r = s ? pcl_plan_red_from_name(s) : PCL_PLAN_RED_NONE;
+    if (r < 0)
+      return pcl_plan_fail(c, "reduce_op", "unknown reduce_op '%s'", s);
+    op->reduce_op = (uint8_t)r;
+  } else if (s && pcl_plan_red_from_name(s) < 0) {
+    return pcl_plan_fail(c, "reduce_op", "unknown reduce_op '%s'", s);
+  }
+
+  yajl_val a;
+  if ((res = pcl_json_array(c, o, "channel_ids", 0, PCL_PLAN_MAX_OP_CHANNELS, "channel ids", &a)) !=
+      ncclSuccess)
+    return res;
+  if (a && a->u.array.len > 0) {
+    int ct = op->channel_type;
+    if (ct == PCL_PLAN_CHAN_NONE)
+      return pcl_plan_fail(c, "channel_ids", "channel_ids given but the op has no channel_type");
+    size_t p0 = pcl_plan_path_key(c, "channel_ids");
+    for (size_t i = 0; i < a->u.array.len; i++) {
+      yajl_val e = a->u.array.values[i];
+      size_t p1 = pcl_plan_path_idx(c, (int)i);
+      if (!YAJL_IS_INTEGER(e) || YAJL_GET_INTEGER(e) < 0)
+        return pcl_plan_fail(c, NULL, "expected a non-negative integer, got %s",
+                             pcl_json_type_name(e));
+      long long id = YAJL_GET_INTEGER(e);
+      if (id >= v->blk->n_channels[ct])
+        return pcl_plan_fail(c, NULL,
+                             "channel slot %lld out of range [0, %d) of the "
+                             "threadblock's %s channels",
+                             id, v->blk->n_channels[ct], pcl_plan_chan_name(ct));
+      for (size_t j = 0; j < i; j++)
+        if (op->channels[j] == id)
+          return pcl_plan_fail(c, NULL, "channel slot %lld repeated", id);
+      op->channels[i] = (uint16_t)id;
+      op->gpu_channels[i] = v->blk->channels[ct][id];
+      pcl_plan_path_pop(c, p1);
+    }
+    pcl_plan_path_pop(c, p0);
+    op->n_channels = (uint8_t)a->u.array.len;
+  }
+
+  if ((res = conv_refs(v, o, "src_buff", op, op->src, &op->n_src)) != ncclSuccess)
+    return res;
+  if ((res = conv_refs(v, o, "dst_buff", op, op->dst, &op->n_dst)) != ncclSuccess)
+    return res;
+
+  yajl_val tbg = pcl_json_get(o, "tbg_info");
+  if (tbg) {
+    static const char *const tkeys[] = {"tb_id", "tbg_size", NULL};
+    size_t p0 = pcl_plan_path_key(c, "tbg_info");
+    uint64_t id, size;
+    if ((res = pcl_json_need_object(c, tbg, NULL)) != ncclSuccess)
+      return res;
+    if ((res = pcl_json_check_keys(c, tbg, tkeys)) != ncclSuccess)
+      return res;
+    if ((res = pcl_json_u64(c, tbg, "tbg_size", 1, 1, 1, PCL_PLAN_MAX_BLOCKS, &size)) !=
+        ncclSuccess)
+      return res;
+    if ((res = pcl_json_u64(c, tbg, "tb_id", 1, 0, 0, size - 1, &id)) != ncclSuccess)
+      return res;
+    op->tbg_id = (uint16_t)id;
+    op->tbg_size = (uint16_t)size;
+    pcl_plan_path_pop(c, p0);
+  }
+  int x;
+  if ((res = pcl_json_int(c, o, "barrier_id", 0, -1, 0, PCL_PLAN_MAX_BARRIERS - 1, &x)) !=
+      ncclSuccess)
+    return res;
+  op->barrier_id = (int16_t)x;
+  if ((res = pcl_json_int(c, o, "num_threadblocks", 0, 0, 1, PCL_PLAN_MAX_BLOCKS, &x)) !=
+      ncclSuccess)
+    return res;
+  op->num_threadblocks = (uint16_t)x;
+
+  if ((res = pcl_json_array(c, o, "semaphore_ids", 0, PCL_PLAN_MAX_OP_SEMS, "semaphore ids", &a)) !=
+      ncclSuccess)
+    return res;
+  if (a) {
+    size_t p0 = pcl_plan_path_key(c, "semaphore_ids");
+    for (size_t i = 0; i < a->u.array.len; i++) {
+      yajl_val e = a->u.array.values[i];
+      size_t p1 = pcl_plan_path_idx(c, (int)i);
+      if (!YAJL_IS_INTEGER(e) || YAJL_GET_INTEGER(e) < 0)
+        return pcl_plan_fail(c, NULL, "expected a non-negative integer, got %s",
+                             pcl_json_type_name(e));
+      if (YAJL_GET_INTEGER(e) >= v->gpu->n_sems)
+        return pcl_plan_fail(c, NULL, "semaphore %lld out of range [0, %d) of the gpu's semaphores",
+                             YAJL_GET_INTEGER(e), v->gpu->n_sems);
+      op->sem_ids[i] = (uint16_t)YAJL_GET_INTEGER(e);
+      pcl_plan_path_pop(c, p1);
+    }
+    pcl_plan_path_pop(c, p0);
+    op->n_sems = (uint8_t)a->u.array.len;
+  }
+
+  yajl_val ic = pcl_json_get(o, "iter_context");
+  if (ic) {
+    static const char *const ikeys[] = {"unit_size", "num_chunks", NULL};
+    size_t p0 = pcl_plan_path_key(c, "iter_context");
+    uint64_t u, n;
+    if ((res = pcl_json_need_object(c, ic, NULL)) != ncclSuccess)
+      return res;
+    if ((res = pcl_json_check_keys(c, ic, ikeys)) != ncclSuccess)
+      return res;
+    if ((res = pcl_json_u64(c, ic, "unit_size", 1, 0, 1, 0xffffffffu, &u)) != ncclSuccess)
+      return res;
+    if ((res = pcl_json_u64(c, ic, "num_chunks", 1, 0, 1, PCL_PLAN_JSON_MAX_CHUNKS, &n)) !=
+        ncclSuccess)
+      return res;
+    op->unit_size = (uint32_t)u;
+    op->num_chunks = (uint32_t)n;
+    pcl_plan_path_pop(c, p0);
+  }
+  if (t == PCL_PLAN_OP_PIPELINE) {
+    if (nested)
+      return pcl_plan_fail(c, "name", "pipelines cannot be nested");
+    if (!ic)
+      return pcl_plan_fail(c, "iter_context", "pipeline op needs iter_context");
+    if ((res = pcl_json_array(c, o, "ops", 1, PCL_PLAN_MAX_OPS_PER_BLOCK, "ops", &a)) !=
+        ncclSuccess)
+      return res;
+    if (a->u.array.len == 0)
+      return pcl_plan_fail(c, "ops", "pipeline op with no inner ops");
+  } else {
+    if (ic)
+      return pcl_plan_fail(c, "iter_context", "only a pipeline op takes iter_context");
+    if (pcl_json_get(o, "ops"))
+      return pcl_plan_fail(c, "ops", "only a pipeline op takes nested ops");
+  }
+  return ncclSuccess;
+}
+
+/* Threadblock ops, flattened: a pipeline is followed by its inner ops. */
+static ncclResult_t conv_ops(pcl_plan_conv_t *v, yajl_val ops) {
+  pcl_plan_ctx_t *c = v->c;
+  ncclResult_t res;
+  size_t total = 0;
+  for (size_t i = 0; i < ops->u.array.len; i++) {
+    yajl_val inner = pcl_json_get(ops->u.array.values[i], "ops");
+    total += 1 + (YAJL_IS_ARRAY(inner) ? inner->u.array.len : 0);
+  }
+  if (total > PCL_PLAN_MAX_OPS_PER_BLOCK)
+    return pcl_plan_fail(c, "ops",
+                         "%zu ops (pipeline inner ops included) exceed the limit of %d "
+                         "per threadblock",
+                         total, PCL_PLAN_MAX_OPS_PER_BLOCK);
+  if (total == 0)
+    return ncclSuccess;
+  PCL_CALLOC(v->blk->ops, total, "plan ops");
+  if (v->blk->ops == NULL)
+    return ncclSystemError;
+  size_t p0 = pcl_plan_path_key(c, "ops");
+  int k = 0;
+  for (size_t i = 0; i < ops->u.array.len; i++) {
+    size_t p1 = pcl_plan_path_idx(c, (int)i);
+    pcl_plan_op_t *op = &v->blk->ops[k++];
+    if ((res = conv_op(v, ops->u.array.values[i], op, 0)) != ncclSuccess)
+      return res;
+    if (op->type == PCL_PLAN_OP_PIPELINE) {
+      yajl_val inner = pcl_json_get(ops->u.array.values[i], "ops");
+      size_t p2 = pcl_plan_path_key(c, "ops");
+      for (size_t j = 0; j < inner->u.array.len; j++) {
+        size_t p3 = pcl_plan_path_idx(c, (int)j);
+        pcl_plan_op_t *iop = &v->blk->ops[k++];
+        if ((res = conv_op(v, inner->u.array.values[j], iop, 1)) != ncclSuccess)
+          return res;
+        iop->in_pipeline = 1;
+        pcl_plan_path_pop(c, p3);
+      }
+      op->n_inner = (uint16_t)inner->u.array.len;
+      pcl_plan_path_pop(c, p2);
+    }
+    pcl_plan_path_pop(c, p1);
+  }
+  v->blk->n_ops = k;
+  pcl_plan_path_pop(c, p0);
+  return ncclSuccess;
+}
+
+ncclResult_t pcl_plan_conv_block(pcl_plan_conv_t *v, yajl_val o) {
+  static const char *const keys[] = {"id", "ops", "channels", "remote_buffer_refs", NULL};
+  static const char *const ckeys[] = {"channel_type", "channel_ids", "buff", NULL};
+  static const char *const rkeys[] = {"access_channel_type", "remote_buffer_ids", NULL};
+  pcl_plan_ctx_t *c = v->c;
+  pcl_plan_block_t *b = v->blk;
+  ncclResult_t res;
+  yajl_val a;
+  const char *s;
+  if ((res = pcl_json_need_object(c, o, NULL)) != ncclSuccess)
+    return res;
+  if ((res = pcl_json_check_keys(c, o, keys)) != ncclSuccess)
+    return res;
+  int id;
+  if ((res = pcl_json_int(c, o, "id", 1, 0, 0, 1 << 30, &id)) != ncclSuccess)
+    return res;
+  if (id != b->id)
+    return pcl_plan_fail(c, "id", "threadblock id %d does not match its position %d", id, b->id);
+
+  if ((res = pcl_json_array(c, o, "channels", 0, 64, "channel groups", &a)) != ncclSuccess)
+    return res;
+  size_t p0 = pcl_plan_path_key(c, "channels");
+  for (size_t i = 0; a && i < a->u.array.len; i++) {
+    yajl_val g = a->u.array.values[i], ids;
+    size_t p1 = pcl_plan_path_idx(c, (int)i);
+    if ((res = pcl_json_need_object(c, g, NULL)) != ncclSuccess)
+      return res;
+    if ((res = pcl_json_check_keys(c, g, ckeys)) != ncclSuccess)
+      return res;
+    if ((res = pcl_json_str(c, g, "channel_type", 1, &s)) != ncclSuccess)
+      return res;
+    int ct = pcl_plan_chan_from_name(s, NULL);
+    if (ct < 0 || ct == PCL_PLAN_CHAN_NONE)
+      return pcl_plan_fail(c, "channel_type", "unknown channel type '%s'", s);
+    if ((res = pcl_json_array(c, g, "channel_ids", 1, PCL_PLAN_MAX_BLOCK_CHANNELS, "channel ids",
+                              &ids)) != ncclSuccess)
+      return res;
+    int ngpu = ct == PCL_PLAN_CHAN_SWITCH ? v->gpu->n_switch : v->gpu->n_channels[ct];
+    size_t p2 = pcl_plan_path_key(c, "channel_ids");
+    for (size_t j = 0; j < ids->u.array.len; j++) {
+      yajl_val e = ids->u.array.values[j];
+      size_t p3 = pcl_plan_path_idx(c, (int)j);
+      if (!YAJL_IS_INTEGER(e) || YAJL_GET_INTEGER(e) < 0)
+        return pcl_plan_fail(c, NULL, "expected a non-negative integer, got %s",
+                             pcl_json_type_name(e));
+      if (YAJL_GET_INTEGER(e) >= ngpu)
+        return pcl_plan_fail(c, NULL, "%s channel %lld out of range [0, %d) of the gpu's channels",
+                             pcl_plan_chan_name(ct), YAJL_GET_INTEGER(e), ngpu);
+      if (b->n_channels[ct] >= PCL_PLAN_MAX_BLOCK_CHANNELS)
+        return pcl_plan_fail(c, NULL, "more than %d %s channels in one threadblock",
+                             PCL_PLAN_MAX_BLOCK_CHANNELS, pcl_plan_chan_name(ct));
+      b->channels[ct][b->n_channels[ct]++] = (int16_t)YAJL_GET_INTEGER(e);
+      pcl_plan_path_pop(c, p3);
+    }
+    pcl_plan_path_pop(c, p2);
+    pcl_plan_path_pop(c, p1);
+  }
+  pcl_plan_path_pop(c, p0);
+
+  if ((res = pcl_json_array(c, o, "remote_buffer_refs", 0, 64, "remote buffer groups", &a)) !=
+      ncclSuccess)
+    return res;
+  p0 = pcl_plan_path_key(c, "remote_buffer_refs");
+  for (size_t i = 0; a && i < a->u.array.len; i++) {
+    yajl_val g = a->u.array.values[i], ids;
+    size_t p1 = pcl_plan_path_idx(c, (int)i);
+    if ((res = pcl_json_need_object(c, g, NULL)) != ncclSuccess)
+      return res;
+    if ((res = pcl_json_check_keys(c, g, rkeys)) != ncclSuccess)
+      return res;
+    if ((res = pcl_json_str(c, g, "access_channel_type", 1, &s)) != ncclSuccess)
+      return res;
+    int ct = pcl_plan_chan_from_name(s, NULL);
+    if (ct != PCL_PLAN_CHAN_MEMORY && ct != PCL_PLAN_CHAN_PORT)
+      return pcl_plan_fail(c, "access_channel_type",
+                           "remote buffers are accessed through memory "
+                           "or port channels, not '%s'",
+                           s);
+    if ((res = pcl_json_array(c, g, "remote_buffer_ids", 1, PCL_PLAN_MAX_BLOCK_RBUFS,
+                              "remote buffer ids", &ids)) != ncclSuccess)
+      return res;
+    size_t p2 = pcl_plan_path_key(c, "remote_buffer_ids");
+    for (size_t j = 0; j < ids->u.array.len; j++) {
+      yajl_val e = ids->u.array.values[j];
+      size_t p3 = pcl_plan_path_idx(c, (int)j);
+      if (!YAJL_IS_INTEGER(e) || YAJL_GET_INTEGER(e) < 0)
+        return pcl_plan_fail(c, NULL, "expected a non-negative integer, got %s",
+                             pcl_json_type_name(e));
+      long long rb = YAJL_GET_INTEGER(e);
+      if (rb >= v->gpu->n_rbufs)
+        return pcl_plan_fail(c, NULL,
+                             "remote buffer %lld out of range [0, %d) of the gpu's "
+                             "remote_buffers",
+                             rb, v->gpu->n_rbufs);
+      if (!(v->gpu->rbufs[rb].access & (1u << ct)))
+        return pcl_plan_fail(c, NULL,
+                             "remote buffer %lld is not accessible through %s channels "
+                             "(see its access_channel_types)",
+                             rb, pcl_plan_chan_name(ct));
+      if (b->n_rbufs[ct] >= PCL_PLAN_MAX_BLOCK_RBUFS)
+        return pcl_plan_fail(c, NULL, "more than %d %s remote buffer slots in one threadblock",
+                             PCL_PLAN_MAX_BLOCK_RBUFS, pcl_plan_chan_name(ct));
+      b->rbufs[ct][b->n_rbufs[ct]++] = (int16_t)rb;
+      pcl_plan_path_pop(c, p3);
+    }
+    pcl_plan_path_pop(c, p2);
+    pcl_plan_path_pop(c, p1);
+  }
+  pcl_plan_path_pop(c, p0);
+
+  if ((res = pcl_json_array(c, o, "ops", 1, PCL_PLAN_MAX_OPS_PER_BLOCK, "ops", &a)) != ncclSuccess)
+    return res;
+  return conv_ops(v, a);
+}
