@@ -249,8 +249,8 @@ static ncclResult_t bind_tables(pcl_exec_ctx_t *c, const pcl_plan_t *plan,
     }
     /* Memory ids are assigned alike on every rank, so the peer's buffer has my id for it. */
     if (r->access & (1u << PCL_PLAN_CHAN_PORT))
-      rb[i].mem_id = r->type == PCL_PLAN_BUF_SCRATCH ? PCL_PORTCHAN_MEM_SCRATCH
-                                                     : user_port_id(ub, r->type);
+      rb[i].mem_id =
+          r->type == PCL_PLAN_BUF_SCRATCH ? PCL_PORTCHAN_MEM_SCRATCH : user_port_id(ub, r->type);
     if (rb[i].ptr == 0 && (r->access & (1u << PCL_PLAN_CHAN_MEMORY))) {
       PCL_WARN(PCL_LOG_EXEC, "plan %s: rank %d's %s buffer is not mapped here%s", plan->name,
                r->rank, pcl_plan_buf_name(r->type),

@@ -10,18 +10,6 @@
 #include "portchan.h"
 #include "proxy.h"
 
-struct pcl_portchan {
-  pcl_bootstrap_t *boot;
-  int rank, nranks, dev, nch;
-  uint8_t *kind;            /* [nranks] */
-  pcl_memchan_t *memchan;   /* CE mappings; may be NULL */
-  pcl_proxy_t *proxy;
-  uint64_t *sems; /* [0, n) inbound tokens, [n, 2n) expected; n = nranks*nch; device memory, or
-                     host memory without a GPU (cuda_dev < 0: CPU tests, TCP only) */
-  pcl_memchan_buf_t *sem_buf; /* the inbound tokens mapped for CE peers */
-  uint32_t next_id;         /* next user memory id (advances alike on every rank) */
-};
-
 /* One rank's contribution to an exchange. */
 typedef struct {
   int32_t status;
@@ -29,11 +17,26 @@ typedef struct {
   pcl_mem_remote_t exp[2];
 } slot_t;
 
+struct pcl_portchan {
+  pcl_bootstrap_t *boot;
+  int rank, nranks, dev, nch;
+  uint8_t *kind;          /* [nranks] */
+  pcl_memchan_t *memchan; /* CE mappings; may be NULL */
+  pcl_proxy_t *proxy;
+  uint64_t *sems; /* [0, n) inbound tokens, [n, 2n) expected; n = nranks*nch; device memory, or
+                     host memory without a GPU (cuda_dev < 0: CPU tests, TCP only) */
+  pcl_memchan_buf_t *sem_buf; /* the inbound tokens mapped for CE peers */
+  uint32_t next_id;           /* next user memory id (advances alike on every rank) */
+  /* Exchange buffers allocated at create, so a later registration never fails to take part in
+   * a collective step for want of memory (its peers would wait for it). */
+  slot_t *xslots;   /* [nranks] */
+  int32_t *xstatus; /* [nranks] */
+};
+
 /* All-gathers the local statuses; every rank returns the first failure (by rank) or success. */
 static ncclResult_t agree(pcl_portchan_t *pc, ncclResult_t local) {
-  int32_t *st = pcl_calloc((size_t)pc->nranks, sizeof(*st), "portchan outcome");
-  if (st == NULL)
-    return ncclSystemError;
+  int32_t *st = pc->xstatus;
+  memset(st, 0, (size_t)pc->nranks * sizeof(*st));
   st[pc->rank] = (int32_t)local;
   ncclResult_t res = pcl_bootstrap_allgather(pc->boot, st, sizeof(*st));
   for (int r = 0; res == ncclSuccess && r < pc->nranks; r++)
@@ -42,7 +45,6 @@ static ncclResult_t agree(pcl_portchan_t *pc, ncclResult_t local) {
         PCL_WARN(PCL_LOG_PORT, "port channels: rank %d failed its part of the setup", r);
       res = (ncclResult_t)st[r];
     }
-  pcl_free(st);
   return res;
 }
 
@@ -70,8 +72,10 @@ static ncclResult_t set_remotes(pcl_portchan_t *pc, const slot_t *slots, int whi
     if (pc->kind[p] == PCL_TRANSPORT_CE) {
       r.mapped = ce_mapping(pc, id, p, mapped);
       if (r.mapped == 0) {
-        PCL_WARN(PCL_LOG_PORT, "port channels: memory %u of rank %d is not mapped here (the copy "
-                 "engine needs it mapped through memory channels)", id, p);
+        PCL_WARN(PCL_LOG_PORT,
+                 "port channels: memory %u of rank %d is not mapped here (the copy "
+                 "engine needs it mapped through memory channels)",
+                 id, p);
         return ncclInvalidUsage;
       }
     }
@@ -110,8 +114,11 @@ static ncclResult_t check_config(const pcl_portchan_config_t *cfg, int nranks, i
 static ncclResult_t setup_local(pcl_portchan_t *pc, const pcl_portchan_config_t *cfg,
                                 slot_t *mine) {
   const size_t n = (size_t)pc->nranks * (size_t)pc->nch;
-  pcl_proxy_config_t pcfg = {.rank = pc->rank, .nranks = pc->nranks, .cuda_dev = pc->dev,
-                             .bus_id = cfg->bus_id, .bootstrap = pc->boot,
+  pcl_proxy_config_t pcfg = {.rank = pc->rank,
+                             .nranks = pc->nranks,
+                             .cuda_dev = pc->dev,
+                             .bus_id = cfg->bus_id,
+                             .bootstrap = pc->boot,
                              .abort_flag = cfg->abort_flag};
   if (pc->dev >= 0) {
     PCL_CUDA_CHECK(cudaSetDevice(pc->dev));
@@ -141,7 +148,8 @@ static ncclResult_t setup_channels(pcl_portchan_t *pc) {
       continue;
     for (int k = 0; k < pc->nch; k++) {
       /* My flags on (p, k) land in p's inbound word for (me, k). */
-      pcl_proxy_channel_t ch = {.peer = p, .kind = (pcl_transport_kind_t)pc->kind[p],
+      pcl_proxy_channel_t ch = {.peer = p,
+                                .kind = (pcl_transport_kind_t)pc->kind[p],
                                 .sem_mem_id = PCL_PORTCHAN_MEM_SEMS,
                                 .sem_off = ((uint64_t)pc->rank * pc->nch + k) * sizeof(uint64_t)};
       PCL_CHECK(pcl_proxy_channel_set(pc->proxy, (uint32_t)(p * pc->nch + k), &ch));
@@ -172,8 +180,10 @@ ncclResult_t pcl_portchan_create(pcl_bootstrap_t *b, const pcl_portchan_config_t
   pc->memchan = cfg->memchan;
   pc->next_id = PCL_PORTCHAN_MEM_FIRST_USER;
   PCL_CALLOC(pc->kind, (size_t)nranks, "portchan kinds");
-  slots = pcl_calloc((size_t)nranks, sizeof(*slots), "portchan slots");
-  if (pc->kind == NULL || slots == NULL) {
+  PCL_CALLOC(pc->xslots, (size_t)nranks, "portchan exchange slots");
+  PCL_CALLOC(pc->xstatus, (size_t)nranks, "portchan exchange status");
+  slots = pc->xslots;
+  if (pc->kind == NULL || slots == NULL || pc->xstatus == NULL) {
     res = ncclSystemError;
     goto fail_local;
   }
@@ -210,14 +220,12 @@ ncclResult_t pcl_portchan_create(pcl_bootstrap_t *b, const pcl_portchan_config_t
                pcl_transport_name((pcl_transport_kind_t)pc->kind[p]), pc->nch);
   if (prev >= 0)
     cudaSetDevice(prev);
-  pcl_free(slots);
   *out = pc;
   return ncclSuccess;
 out_dev:
   if (prev >= 0)
     cudaSetDevice(prev);
 fail_local:
-  pcl_free(slots);
   pcl_portchan_destroy(pc);
   return res;
 }
@@ -238,6 +246,8 @@ void pcl_portchan_destroy(pcl_portchan_t *pc) {
       cudaSetDevice(prev);
   }
   pcl_free(pc->kind);
+  pcl_free(pc->xslots);
+  pcl_free(pc->xstatus);
   pcl_free(pc);
 }
 
@@ -250,8 +260,7 @@ int pcl_portchan_nchannels(const pcl_portchan_t *pc) {
 }
 
 pcl_transport_kind_t pcl_portchan_kind(const pcl_portchan_t *pc, int peer) {
-  return peer >= 0 && peer < pc->nranks ? (pcl_transport_kind_t)pc->kind[peer]
-                                        : PCL_TRANSPORT_NONE;
+  return peer >= 0 && peer < pc->nranks ? (pcl_transport_kind_t)pc->kind[peer] : PCL_TRANSPORT_NONE;
 }
 
 ncclResult_t pcl_portchan_info(const pcl_portchan_t *pc, int peer, int channel,
@@ -276,22 +285,20 @@ ncclResult_t pcl_portchan_error(const pcl_portchan_t *pc) {
 ncclResult_t pcl_portchan_buf_reg(pcl_portchan_t *pc, void *ptr, size_t bytes,
                                   const pcl_memchan_buf_t *mapped, uint32_t *id) {
   ncclResult_t res = ncclSuccess, local = ncclSuccess;
-  slot_t *slots = pcl_calloc((size_t)pc->nranks, sizeof(*slots), "portchan slots");
+  slot_t *slots = pc->xslots;
   const uint32_t mid = pc->next_id++; /* every rank advances alike, failures included */
   int registered = 0;
-  if (slots == NULL)
-    local = ncclSystemError;
-  else if (mid >= PCL_FIFO_MAX_MEMORIES) {
-    PCL_WARN(PCL_LOG_PORT, "port channels: all %u memory ids are used (user buffers are not "
-             "recycled)", PCL_FIFO_MAX_MEMORIES - PCL_PORTCHAN_MEM_FIRST_USER);
+  memset(slots, 0, (size_t)pc->nranks * sizeof(*slots));
+  if (mid >= PCL_FIFO_MAX_MEMORIES) {
+    PCL_WARN(PCL_LOG_PORT,
+             "port channels: all %u memory ids are used (user buffers are not "
+             "recycled)",
+             PCL_FIFO_MAX_MEMORIES - PCL_PORTCHAN_MEM_FIRST_USER);
     local = ncclInvalidUsage;
   } else if (ptr != NULL && bytes > 0) {
-    local = pcl_proxy_mem_reg(pc->proxy, mid, ptr, bytes, pc->dev >= 0, 0,
-                              &slots[pc->rank].exp[0]);
+    local = pcl_proxy_mem_reg(pc->proxy, mid, ptr, bytes, pc->dev >= 0, 0, &slots[pc->rank].exp[0]);
     registered = local == ncclSuccess;
   }
-  if (slots == NULL)
-    return agree(pc, local); /* nothing to exchange with; still agree so peers do not hang */
   slots[pc->rank].status = (int32_t)local;
   PCL_CHECK_GOTO(pcl_bootstrap_allgather(pc->boot, slots, sizeof(*slots)), res, out);
   for (int r = 0; local == ncclSuccess && r < pc->nranks; r++)
@@ -307,7 +314,6 @@ out:
     pcl_proxy_mem_dereg(pc->proxy, mid);
   if (res == ncclSuccess)
     *id = mid;
-  pcl_free(slots);
   return res;
 }
 

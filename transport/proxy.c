@@ -191,8 +191,8 @@ ncclResult_t pcl_proxy_mem_reg(pcl_proxy_t *p, uint32_t id, void *base, size_t s
     if (!connected && !(kinds_mask & (1u << k)))
       continue;
     /* A transport first initialised now would race with the running thread: not allowed. */
-    ncclResult_t res = p->running && !p->inited[k] ? ncclInvalidUsage
-                                                   : ensure_init(p, (pcl_transport_kind_t)k);
+    ncclResult_t res =
+        p->running && !p->inited[k] ? ncclInvalidUsage : ensure_init(p, (pcl_transport_kind_t)k);
     if (res == ncclSuccess)
       res = pcl_transport_get((pcl_transport_kind_t)k)->mem_reg(&p->ctx, &m->local, exp);
     if (res != ncclSuccess) {
@@ -300,8 +300,7 @@ static ncclResult_t handle(pcl_proxy_t *p, const pcl_fifo_trigger_t *t, int *is_
   }
   if (type & PCL_FIFO_TYPE_FLAG) {
     mem_entry_t *sm = &p->mem[c->desc.sem_mem_id < PCL_FIFO_MAX_MEMORIES ? c->desc.sem_mem_id : 0];
-    if (!mem_used(sm) || !mem_remote_set(sm, peer) ||
-        c->desc.sem_off + 8 > sm->remote[peer].size) {
+    if (!mem_used(sm) || !mem_remote_set(sm, peer) || c->desc.sem_off + 8 > sm->remote[peer].size) {
       PCL_WARN(PCL_LOG_PORT, "proxy rank %d: channel %u has no semaphore of peer %d", p->cfg.rank,
                cid, peer);
       return ncclInvalidUsage;
