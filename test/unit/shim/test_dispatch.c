@@ -378,6 +378,8 @@ START_TEST(test_group_queue_order) {
 }
 END_TEST
 
+TCase *dispatch_tcase_plans_search(void); /* test_plans_search.c */
+
 int main(void) {
   Suite *s = suite_create("dispatch");
   TCase *tc = tcase_create("decide");
@@ -387,5 +389,6 @@ int main(void) {
   tcase_add_test(tc, test_msg_bytes);
   tcase_add_test(tc, test_group_queue_order);
   suite_add_tcase(s, tc);
+  suite_add_tcase(s, dispatch_tcase_plans_search());
   return pcl_test_run_suite(s);
 }

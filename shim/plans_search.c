@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT
+ * The plan search path (see plans_search.h): PLANCCL_PLAN_DIR, then the installed default set,
+ * or for a library that was never installed the source tree's default set. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "alloc.h"
+#include "plans_search.h"
+
+static int is_dir(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Appends a/b; 0 when it does not fit. */
+static int add(pcl_plans_dirs_t *out, const char *a, const char *b) {
+  if (out->n >= PCL_PLANS_MAX_DIRS) return 0;
+  int len = snprintf(out->path[out->n], PATH_MAX, "%s/%s", a, b);
+  if (len <= 0 || len >= PATH_MAX) return 0;
+  out->n++;
+  return 1;
+}
+
+/* 1 when `dir` is `tree` or below it (a whole path component, not a name prefix). */
+static int inside(const char *dir, const char *tree) {
+  char rp[PATH_MAX];
+  if (tree == NULL || realpath(tree, rp) == NULL) return 0;
+  size_t n = strlen(rp);
+  return strncmp(dir, rp, n) == 0 && (dir[n] == '/' || dir[n] == '\0');
+}
+
+static int cmp_names(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+void pcl_plans_search_dirs(const char *env, const char *lib_dir, const char *build_tree,
+                           const char *source_plans, pcl_plans_dirs_t *out) {
+  out->n = 0;
+  for (const char *s = env; s != NULL && *s;) {
+    size_t len = strcspn(s, ":");
+    if (len > 0 && len < PATH_MAX && out->n < PCL_PLANS_MAX_DIRS) {
+      memcpy(out->path[out->n], s, len);
+      out->path[out->n++][len] = '\0';
+    }
+    s += len + (s[len] == ':');
+  }
+  if (lib_dir == NULL) return;
+  char prefix[PATH_MAX];
+  snprintf(prefix, sizeof(prefix), "%s", lib_dir);
+  char *slash = strrchr(prefix, '/');
+  if (slash != NULL) *slash = '\0'; /* <prefix>/lib -> <prefix> */
+  if (!add(out, prefix, "share/planccl/plans") || is_dir(out->path[out->n - 1]) ||
+      source_plans == NULL || !inside(lib_dir, build_tree))
+    return;
+  out->n--; /* not installed, in the build tree: the source tree's default set instead */
+  DIR *d = opendir(source_plans);
+  if (d == NULL) return;
+  char *names[PCL_PLANS_MAX_DIRS];
+  int k = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL && k < PCL_PLANS_MAX_DIRS;) {
+    if (e->d_name[0] == '.' || strcmp(e->d_name, "extra") == 0) continue;
+    char p[PATH_MAX];
+    if (snprintf(p, sizeof(p), "%s/%s", source_plans, e->d_name) >= (int)sizeof(p) || !is_dir(p))
+      continue;
+    if ((names[k] = pcl_strdup(e->d_name, "plan folder name")) != NULL) k++;
+  }
+  closedir(d);
+  qsort(names, (size_t)k, sizeof(names[0]), cmp_names);
+  for (int i = 0; i < k; i++) {
+    add(out, source_plans, names[i]);
+    pcl_free(names[i]);
+  }
+}
