@@ -2,6 +2,8 @@
  * CPU tests of the executor's program building: op translation, chunk -> byte offsets,
  * thread-block-group slices, pipeline flattening and iteration counts, remote-buffer slots and
  * the per-shape facts (packet/reduce alignment) that decide what a call may run. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "pcl_test.h"
 #include "exec.h"
@@ -143,6 +145,62 @@ START_TEST(test_tbg_pipeline_reuse) {
 }
 END_TEST
 
+/* Port-channel plans: the shape says which need registered buffers (the proxy reads user buffers
+ * by memory id), and a bind's port table reaches every block that names the channel. */
+static pcl_plan_t *load_file(const char *rel) {
+  char path[1024], err[512] = "";
+  const char *src = getenv("PCL_SOURCE_DIR");
+  ck_assert_ptr_nonnull(src);
+  snprintf(path, sizeof(path), "%s/%s", src, rel);
+  pcl_plan_t *p = NULL;
+  ck_assert_msg(pcl_plan_load(path, &p, err, sizeof(err)) == ncclSuccess, "%s: %s", rel, err);
+  return p;
+}
+
+START_TEST(test_port_shapes_and_bind) {
+  pcl_plan_t *put = load_file("test/data/plans/good/ag2_port.json");
+  pcl_plan_t *pkt = load_file("test/data/plans/good/ag2_port_ll.json");
+  pcl_exec_shape_t s;
+  ck_assert_int_eq(pcl_exec_shape(put, 0, 4096, 8192, &s), ncclSuccess);
+  ck_assert_int_eq(s.has_port, 1);
+  ck_assert_int_eq(s.remote_io, 1); /* puts land in the peer's output */
+  ck_assert_int_eq(s.port_io, 1);   /* ... from this rank's input */
+  ck_assert_int_eq(pcl_exec_shape(pkt, 0, 4096, 8192, &s), ncclSuccess);
+  ck_assert_int_eq(s.has_port, 1);
+  ck_assert_int_eq(s.remote_io, 0); /* scratch to scratch: no registration needed */
+  ck_assert_int_eq(s.port_io, 0);
+
+  pcl_kportchan_t port[1];
+  pcl_kremote_t rb[1];
+  memset(port, 0, sizeof(port));
+  memset(rb, 0, sizeof(rb));
+  port[0].chan_id = 7;
+  port[0].src_mem[PCL_KBUF_SCRATCH] = 0;
+  port[0].src_mem[PCL_KBUF_INPUT] = 5;
+  rb[0].mem_id = 6;
+  pcl_exec_bind_t bind = {NULL, port, rb};
+  pcl_plan_layout_t l;
+  ck_assert_int_eq(pcl_plan_layout(put, 1, 4096, 8192, &l), ncclSuccess);
+  pcl_kblock_t *b = pcl_calloc((size_t)put->max_blocks, sizeof(*b), "test blocks");
+  ck_assert_ptr_nonnull(b);
+  ck_assert_int_eq(pcl_exec_build_blocks(put, 1, &l, &bind, b), ncclSuccess);
+  int seen = 0;
+  for (int i = 0; i < put->max_blocks; i++)
+    if (b[i].nport > 0) {
+      ck_assert_uint_eq(b[i].port[0].chan_id, 7);
+      ck_assert_uint_eq(b[i].port[0].src_mem[PCL_KBUF_INPUT], 5);
+      ck_assert_int_gt(b[i].nremote, 0);
+      ck_assert_uint_eq(b[i].remote[0].mem_id, 6); /* the peer's output, by its memory id */
+      seen++;
+    }
+  ck_assert_int_gt(seen, 0);
+  pcl_free(b);
+  pcl_plan_destroy(put);
+  pcl_plan_destroy(pkt);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 START_TEST(test_bad_args) {
   pcl_plan_t *p = load("ar", plan_ar_ll);
   pcl_plan_layout_t l;
@@ -163,6 +221,7 @@ int main(void) {
   tcase_add_test(tc, test_ll_allreduce);
   tcase_add_test(tc, test_tbg_pipeline);
   tcase_add_test(tc, test_tbg_pipeline_reuse);
+  tcase_add_test(tc, test_port_shapes_and_bind);
   tcase_add_test(tc, test_bad_args);
   suite_add_tcase(s, tc);
   return pcl_test_run_suite(s);
