@@ -322,15 +322,115 @@ static ncclResult_t conv_ops(pcl_plan_conv_t *v, yajl_val ops) {
   return ncclSuccess;
 }
 
+/* A threadblock's id groups ("channels" / "remote_buffer_refs"): an array of objects, each with
+ * a channel type and a list of ids that `add` checks and appends. */
+typedef struct {
+  const char *key, *type_key, *ids_key; /* JSON names */
+  const char *const *keys;              /* allowed fields of a group */
+  size_t max_ids;
+  const char *what, *ids_what;                                   /* for messages */
+  const char *(*bad_type)(int ct);                               /* NULL when ct is acceptable */
+  ncclResult_t (*add)(pcl_plan_conv_t *v, int ct, long long id); /* at the id's JSON path */
+} id_groups_t;
+
+static const char *bad_chan_type(int ct) {
+  return ct < 0 || ct == PCL_PLAN_CHAN_NONE ? "unknown channel type '%s'" : NULL;
+}
+
+static const char *bad_access_type(int ct) {
+  return ct != PCL_PLAN_CHAN_MEMORY && ct != PCL_PLAN_CHAN_PORT
+             ? "remote buffers are accessed through memory or port channels, not '%s'"
+             : NULL;
+}
+
+static ncclResult_t add_channel(pcl_plan_conv_t *v, int ct, long long id) {
+  pcl_plan_block_t *b = v->blk;
+  int ngpu = ct == PCL_PLAN_CHAN_SWITCH ? v->gpu->n_switch : v->gpu->n_channels[ct];
+  if (id >= ngpu)
+    return pcl_plan_fail(v->c, NULL, "%s channel %lld out of range [0, %d) of the gpu's channels",
+                         pcl_plan_chan_name(ct), id, ngpu);
+  if (b->n_channels[ct] >= PCL_PLAN_MAX_BLOCK_CHANNELS)
+    return pcl_plan_fail(v->c, NULL, "more than %d %s channels in one threadblock",
+                         PCL_PLAN_MAX_BLOCK_CHANNELS, pcl_plan_chan_name(ct));
+  b->channels[ct][b->n_channels[ct]++] = (int16_t)id;
+  return ncclSuccess;
+}
+
+static ncclResult_t add_rbuf(pcl_plan_conv_t *v, int ct, long long rb) {
+  pcl_plan_block_t *b = v->blk;
+  if (rb >= v->gpu->n_rbufs)
+    return pcl_plan_fail(v->c, NULL,
+                         "remote buffer %lld out of range [0, %d) of the gpu's remote_buffers", rb,
+                         v->gpu->n_rbufs);
+  if (!(v->gpu->rbufs[rb].access & (1u << ct)))
+    return pcl_plan_fail(v->c, NULL,
+                         "remote buffer %lld is not accessible through %s channels (see its "
+                         "access_channel_types)",
+                         rb, pcl_plan_chan_name(ct));
+  if (b->n_rbufs[ct] >= PCL_PLAN_MAX_BLOCK_RBUFS)
+    return pcl_plan_fail(v->c, NULL, "more than %d %s remote buffer slots in one threadblock",
+                         PCL_PLAN_MAX_BLOCK_RBUFS, pcl_plan_chan_name(ct));
+  b->rbufs[ct][b->n_rbufs[ct]++] = (int16_t)rb;
+  return ncclSuccess;
+}
+
+static ncclResult_t conv_id_groups(pcl_plan_conv_t *v, yajl_val o, const id_groups_t *g) {
+  pcl_plan_ctx_t *c = v->c;
+  ncclResult_t res;
+  yajl_val a;
+  const char *s;
+  if ((res = pcl_json_array(c, o, g->key, 0, 64, g->what, &a)) != ncclSuccess)
+    return res;
+  size_t p0 = pcl_plan_path_key(c, g->key);
+  for (size_t i = 0; a && i < a->u.array.len; i++) {
+    yajl_val grp = a->u.array.values[i], ids;
+    size_t p1 = pcl_plan_path_idx(c, (int)i);
+    if ((res = pcl_json_need_object(c, grp, NULL)) != ncclSuccess)
+      return res;
+    if ((res = pcl_json_check_keys(c, grp, g->keys)) != ncclSuccess)
+      return res;
+    if ((res = pcl_json_str(c, grp, g->type_key, 1, &s)) != ncclSuccess)
+      return res;
+    int ct = pcl_plan_chan_from_name(s, NULL);
+    const char *bad = g->bad_type(ct);
+    if (bad != NULL)
+      return pcl_plan_fail(c, g->type_key, bad, s);
+    if ((res = pcl_json_array(c, grp, g->ids_key, 1, g->max_ids, g->ids_what, &ids)) != ncclSuccess)
+      return res;
+    size_t p2 = pcl_plan_path_key(c, g->ids_key);
+    for (size_t j = 0; j < ids->u.array.len; j++) {
+      yajl_val e = ids->u.array.values[j];
+      size_t p3 = pcl_plan_path_idx(c, (int)j);
+      if (!YAJL_IS_INTEGER(e) || YAJL_GET_INTEGER(e) < 0)
+        return pcl_plan_fail(c, NULL, "expected a non-negative integer, got %s",
+                             pcl_json_type_name(e));
+      if ((res = g->add(v, ct, YAJL_GET_INTEGER(e))) != ncclSuccess)
+        return res;
+      pcl_plan_path_pop(c, p3);
+    }
+    pcl_plan_path_pop(c, p2);
+    pcl_plan_path_pop(c, p1);
+  }
+  pcl_plan_path_pop(c, p0);
+  return ncclSuccess;
+}
+
 ncclResult_t pcl_plan_conv_block(pcl_plan_conv_t *v, yajl_val o) {
   static const char *const keys[] = {"id", "ops", "channels", "remote_buffer_refs", NULL};
   static const char *const ckeys[] = {"channel_type", "channel_ids", "buff", NULL};
   static const char *const rkeys[] = {"access_channel_type", "remote_buffer_ids", NULL};
+  static const id_groups_t chans = {
+      .key = "channels", .type_key = "channel_type", .ids_key = "channel_ids", .keys = ckeys,
+      .max_ids = PCL_PLAN_MAX_BLOCK_CHANNELS, .what = "channel groups", .ids_what = "channel ids",
+      .bad_type = bad_chan_type, .add = add_channel};
+  static const id_groups_t rbufs = {
+      .key = "remote_buffer_refs", .type_key = "access_channel_type",
+      .ids_key = "remote_buffer_ids", .keys = rkeys, .max_ids = PCL_PLAN_MAX_BLOCK_RBUFS,
+      .what = "remote buffer groups", .ids_what = "remote buffer ids",
+      .bad_type = bad_access_type, .add = add_rbuf};
   pcl_plan_ctx_t *c = v->c;
-  pcl_plan_block_t *b = v->blk;
   ncclResult_t res;
   yajl_val a;
-  const char *s;
   if ((res = pcl_json_need_object(c, o, NULL)) != ncclSuccess)
     return res;
   if ((res = pcl_json_check_keys(c, o, keys)) != ncclSuccess)
@@ -338,100 +438,13 @@ ncclResult_t pcl_plan_conv_block(pcl_plan_conv_t *v, yajl_val o) {
   int id;
   if ((res = pcl_json_int(c, o, "id", 1, 0, 0, 1 << 30, &id)) != ncclSuccess)
     return res;
-  if (id != b->id)
-    return pcl_plan_fail(c, "id", "threadblock id %d does not match its position %d", id, b->id);
-
-  if ((res = pcl_json_array(c, o, "channels", 0, 64, "channel groups", &a)) != ncclSuccess)
+  if (id != v->blk->id)
+    return pcl_plan_fail(c, "id", "threadblock id %d does not match its position %d", id,
+                         v->blk->id);
+  if ((res = conv_id_groups(v, o, &chans)) != ncclSuccess)
     return res;
-  size_t p0 = pcl_plan_path_key(c, "channels");
-  for (size_t i = 0; a && i < a->u.array.len; i++) {
-    yajl_val g = a->u.array.values[i], ids;
-    size_t p1 = pcl_plan_path_idx(c, (int)i);
-    if ((res = pcl_json_need_object(c, g, NULL)) != ncclSuccess)
-      return res;
-    if ((res = pcl_json_check_keys(c, g, ckeys)) != ncclSuccess)
-      return res;
-    if ((res = pcl_json_str(c, g, "channel_type", 1, &s)) != ncclSuccess)
-      return res;
-    int ct = pcl_plan_chan_from_name(s, NULL);
-    if (ct < 0 || ct == PCL_PLAN_CHAN_NONE)
-      return pcl_plan_fail(c, "channel_type", "unknown channel type '%s'", s);
-    if ((res = pcl_json_array(c, g, "channel_ids", 1, PCL_PLAN_MAX_BLOCK_CHANNELS, "channel ids",
-                              &ids)) != ncclSuccess)
-      return res;
-    int ngpu = ct == PCL_PLAN_CHAN_SWITCH ? v->gpu->n_switch : v->gpu->n_channels[ct];
-    size_t p2 = pcl_plan_path_key(c, "channel_ids");
-    for (size_t j = 0; j < ids->u.array.len; j++) {
-      yajl_val e = ids->u.array.values[j];
-      size_t p3 = pcl_plan_path_idx(c, (int)j);
-      if (!YAJL_IS_INTEGER(e) || YAJL_GET_INTEGER(e) < 0)
-        return pcl_plan_fail(c, NULL, "expected a non-negative integer, got %s",
-                             pcl_json_type_name(e));
-      if (YAJL_GET_INTEGER(e) >= ngpu)
-        return pcl_plan_fail(c, NULL, "%s channel %lld out of range [0, %d) of the gpu's channels",
-                             pcl_plan_chan_name(ct), YAJL_GET_INTEGER(e), ngpu);
-      if (b->n_channels[ct] >= PCL_PLAN_MAX_BLOCK_CHANNELS)
-        return pcl_plan_fail(c, NULL, "more than %d %s channels in one threadblock",
-                             PCL_PLAN_MAX_BLOCK_CHANNELS, pcl_plan_chan_name(ct));
-      b->channels[ct][b->n_channels[ct]++] = (int16_t)YAJL_GET_INTEGER(e);
-      pcl_plan_path_pop(c, p3);
-    }
-    pcl_plan_path_pop(c, p2);
-    pcl_plan_path_pop(c, p1);
-  }
-  pcl_plan_path_pop(c, p0);
-
-  if ((res = pcl_json_array(c, o, "remote_buffer_refs", 0, 64, "remote buffer groups", &a)) !=
-      ncclSuccess)
+  if ((res = conv_id_groups(v, o, &rbufs)) != ncclSuccess)
     return res;
-  p0 = pcl_plan_path_key(c, "remote_buffer_refs");
-  for (size_t i = 0; a && i < a->u.array.len; i++) {
-    yajl_val g = a->u.array.values[i], ids;
-    size_t p1 = pcl_plan_path_idx(c, (int)i);
-    if ((res = pcl_json_need_object(c, g, NULL)) != ncclSuccess)
-      return res;
-    if ((res = pcl_json_check_keys(c, g, rkeys)) != ncclSuccess)
-      return res;
-    if ((res = pcl_json_str(c, g, "access_channel_type", 1, &s)) != ncclSuccess)
-      return res;
-    int ct = pcl_plan_chan_from_name(s, NULL);
-    if (ct != PCL_PLAN_CHAN_MEMORY && ct != PCL_PLAN_CHAN_PORT)
-      return pcl_plan_fail(c, "access_channel_type",
-                           "remote buffers are accessed through memory "
-                           "or port channels, not '%s'",
-                           s);
-    if ((res = pcl_json_array(c, g, "remote_buffer_ids", 1, PCL_PLAN_MAX_BLOCK_RBUFS,
-                              "remote buffer ids", &ids)) != ncclSuccess)
-      return res;
-    size_t p2 = pcl_plan_path_key(c, "remote_buffer_ids");
-    for (size_t j = 0; j < ids->u.array.len; j++) {
-      yajl_val e = ids->u.array.values[j];
-      size_t p3 = pcl_plan_path_idx(c, (int)j);
-      if (!YAJL_IS_INTEGER(e) || YAJL_GET_INTEGER(e) < 0)
-        return pcl_plan_fail(c, NULL, "expected a non-negative integer, got %s",
-                             pcl_json_type_name(e));
-      long long rb = YAJL_GET_INTEGER(e);
-      if (rb >= v->gpu->n_rbufs)
-        return pcl_plan_fail(c, NULL,
-                             "remote buffer %lld out of range [0, %d) of the gpu's "
-                             "remote_buffers",
-                             rb, v->gpu->n_rbufs);
-      if (!(v->gpu->rbufs[rb].access & (1u << ct)))
-        return pcl_plan_fail(c, NULL,
-                             "remote buffer %lld is not accessible through %s channels "
-                             "(see its access_channel_types)",
-                             rb, pcl_plan_chan_name(ct));
-      if (b->n_rbufs[ct] >= PCL_PLAN_MAX_BLOCK_RBUFS)
-        return pcl_plan_fail(c, NULL, "more than %d %s remote buffer slots in one threadblock",
-                             PCL_PLAN_MAX_BLOCK_RBUFS, pcl_plan_chan_name(ct));
-      b->rbufs[ct][b->n_rbufs[ct]++] = (int16_t)rb;
-      pcl_plan_path_pop(c, p3);
-    }
-    pcl_plan_path_pop(c, p2);
-    pcl_plan_path_pop(c, p1);
-  }
-  pcl_plan_path_pop(c, p0);
-
   if ((res = pcl_json_array(c, o, "ops", 1, PCL_PLAN_MAX_OPS_PER_BLOCK, "ops", &a)) != ncclSuccess)
     return res;
   return conv_ops(v, a);
