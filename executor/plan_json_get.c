@@ -155,3 +155,10 @@ ncclResult_t pcl_json_array(pcl_plan_ctx_t *c, yajl_val o, const char *key, int 
   *out = v;
   return ncclSuccess;
 }
+
+ncclResult_t pcl_json_elem_index(pcl_plan_ctx_t *c, yajl_val e, long long *out) {
+  if (!YAJL_IS_INTEGER(e) || YAJL_GET_INTEGER(e) < 0)
+    return pcl_plan_fail(c, NULL, "expected a non-negative integer, got %s", pcl_json_type_name(e));
+  *out = YAJL_GET_INTEGER(e);
+  return ncclSuccess;
+}

@@ -29,6 +29,8 @@ ncclResult_t pcl_json_str(pcl_plan_ctx_t *c, yajl_val o, const char *key, int re
                           const char **out);
 ncclResult_t pcl_json_array(pcl_plan_ctx_t *c, yajl_val o, const char *key, int required,
                             size_t max, const char *what, yajl_val *out);
+/* An array element (the current JSON path) that must be a non-negative integer: an index. */
+ncclResult_t pcl_json_elem_index(pcl_plan_ctx_t *c, yajl_val e, long long *out);
 
 /* ---- conversion ---- */
 typedef struct {

@@ -164,10 +164,9 @@ static ncclResult_t conv_op(pcl_plan_conv_t *v, yajl_val o, pcl_plan_op_t *op, i
     for (size_t i = 0; i < a->u.array.len; i++) {
       yajl_val e = a->u.array.values[i];
       size_t p1 = pcl_plan_path_idx(c, (int)i);
-      if (!YAJL_IS_INTEGER(e) || YAJL_GET_INTEGER(e) < 0)
-        return pcl_plan_fail(c, NULL, "expected a non-negative integer, got %s",
-                             pcl_json_type_name(e));
-      long long id = YAJL_GET_INTEGER(e);
+      long long id;
+      if ((res = pcl_json_elem_index(c, e, &id)) != ncclSuccess)
+        return res;
       if (id >= v->blk->n_channels[ct])
         return pcl_plan_fail(c, NULL,
                              "channel slot %lld out of range [0, %d) of the "
@@ -225,13 +224,13 @@ static ncclResult_t conv_op(pcl_plan_conv_t *v, yajl_val o, pcl_plan_op_t *op, i
     for (size_t i = 0; i < a->u.array.len; i++) {
       yajl_val e = a->u.array.values[i];
       size_t p1 = pcl_plan_path_idx(c, (int)i);
-      if (!YAJL_IS_INTEGER(e) || YAJL_GET_INTEGER(e) < 0)
-        return pcl_plan_fail(c, NULL, "expected a non-negative integer, got %s",
-                             pcl_json_type_name(e));
-      if (YAJL_GET_INTEGER(e) >= v->gpu->n_sems)
+      long long id;
+      if ((res = pcl_json_elem_index(c, e, &id)) != ncclSuccess)
+        return res;
+      if (id >= v->gpu->n_sems)
         return pcl_plan_fail(c, NULL, "semaphore %lld out of range [0, %d) of the gpu's semaphores",
-                             YAJL_GET_INTEGER(e), v->gpu->n_sems);
-      op->sem_ids[i] = (uint16_t)YAJL_GET_INTEGER(e);
+                             id, v->gpu->n_sems);
+      op->sem_ids[i] = (uint16_t)id;
       pcl_plan_path_pop(c, p1);
     }
     pcl_plan_path_pop(c, p0);
@@ -401,10 +400,10 @@ static ncclResult_t conv_id_groups(pcl_plan_conv_t *v, yajl_val o, const id_grou
     for (size_t j = 0; j < ids->u.array.len; j++) {
       yajl_val e = ids->u.array.values[j];
       size_t p3 = pcl_plan_path_idx(c, (int)j);
-      if (!YAJL_IS_INTEGER(e) || YAJL_GET_INTEGER(e) < 0)
-        return pcl_plan_fail(c, NULL, "expected a non-negative integer, got %s",
-                             pcl_json_type_name(e));
-      if ((res = g->add(v, ct, YAJL_GET_INTEGER(e))) != ncclSuccess)
+      long long id;
+      if ((res = pcl_json_elem_index(c, e, &id)) != ncclSuccess)
+        return res;
+      if ((res = g->add(v, ct, id)) != ncclSuccess)
         return res;
       pcl_plan_path_pop(c, p3);
     }
@@ -419,15 +418,24 @@ ncclResult_t pcl_plan_conv_block(pcl_plan_conv_t *v, yajl_val o) {
   static const char *const keys[] = {"id", "ops", "channels", "remote_buffer_refs", NULL};
   static const char *const ckeys[] = {"channel_type", "channel_ids", "buff", NULL};
   static const char *const rkeys[] = {"access_channel_type", "remote_buffer_ids", NULL};
-  static const id_groups_t chans = {
-      .key = "channels", .type_key = "channel_type", .ids_key = "channel_ids", .keys = ckeys,
-      .max_ids = PCL_PLAN_MAX_BLOCK_CHANNELS, .what = "channel groups", .ids_what = "channel ids",
-      .bad_type = bad_chan_type, .add = add_channel};
-  static const id_groups_t rbufs = {
-      .key = "remote_buffer_refs", .type_key = "access_channel_type",
-      .ids_key = "remote_buffer_ids", .keys = rkeys, .max_ids = PCL_PLAN_MAX_BLOCK_RBUFS,
-      .what = "remote buffer groups", .ids_what = "remote buffer ids",
-      .bad_type = bad_access_type, .add = add_rbuf};
+  static const id_groups_t chans = {.key = "channels",
+                                    .type_key = "channel_type",
+                                    .ids_key = "channel_ids",
+                                    .keys = ckeys,
+                                    .max_ids = PCL_PLAN_MAX_BLOCK_CHANNELS,
+                                    .what = "channel groups",
+                                    .ids_what = "channel ids",
+                                    .bad_type = bad_chan_type,
+                                    .add = add_channel};
+  static const id_groups_t rbufs = {.key = "remote_buffer_refs",
+                                    .type_key = "access_channel_type",
+                                    .ids_key = "remote_buffer_ids",
+                                    .keys = rkeys,
+                                    .max_ids = PCL_PLAN_MAX_BLOCK_RBUFS,
+                                    .what = "remote buffer groups",
+                                    .ids_what = "remote buffer ids",
+                                    .bad_type = bad_access_type,
+                                    .add = add_rbuf};
   pcl_plan_ctx_t *c = v->c;
   ncclResult_t res;
   yajl_val a;
