@@ -69,6 +69,7 @@ static size_t g_bytes = 1ull << 30;
 static pcl_bootstrap_handle_t g_handle;
 
 #include "gpu_test_check.h"
+#include "gpu_test_pattern.cuh"
 
 /* ---- test kernels ---- */
 
@@ -183,21 +184,13 @@ __global__ void put_bytes_kernel(char *dst, const char *src, size_t n) {
     dst[i] = src[i];
 }
 
-__global__ void fill_kernel(uint32_t *p, size_t n, uint32_t seed) {
-  size_t nt = (size_t)gridDim.x * blockDim.x;
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += nt)
-    p[i] = (uint32_t)i * 2654435761u + seed;
-}
-
-/* Counts bytes of p[0, n) that differ from the pattern fill_kernel wrote at byte offset src_off. */
+/* Counts bytes of p[0, n) that differ from the fill pattern at byte offset src_off. */
 __global__ void verify_kernel(const unsigned char *p, size_t n, size_t src_off, uint32_t seed,
                               unsigned long long *bad) {
   size_t nt = (size_t)gridDim.x * blockDim.x;
   unsigned long long mine = 0;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += nt) {
-    size_t b = src_off + i;
-    uint32_t w = (uint32_t)(b / 4) * 2654435761u + seed;
-    mine += p[i] != (unsigned char)(w >> (8 * (b % 4)));
+    mine += p[i] != pcl_test_pattern_byte(src_off + i, seed);
   }
   if (mine)
     atomicAdd(bad, mine);
@@ -429,7 +422,7 @@ static int check_data(int rank, pcl_bootstrap_t *b, pcl_memchan_t *mc, void *scr
   CUCK(cudaMalloc(&err, sizeof(*err)));
   CUCK(cudaMemsetAsync(bad, 0, sizeof(*bad), s));
   CUCK(cudaMemsetAsync(err, 0, sizeof(*err), s));
-  fill_kernel<<<264, 512, 0, s>>>(src, (n + 64) / 4, 77u + rank);
+  pcl_test_fill_kernel<<<264, 512, 0, s>>>(src, (n + 64) / 4, 77u + rank);
   /* The 16-byte path for the aligned bulk, bytes for the ragged head and tail (as a plan's put
    * does). The source starts at the same offset modulo 16 as the destination. */
   const size_t shift = off % 16, head = 16 - shift, bulk = (n - head) / 16 * 16;
@@ -457,7 +450,7 @@ static int check_data(int rank, pcl_bootstrap_t *b, pcl_memchan_t *mc, void *scr
   CUCK(cudaMalloc(&out, npkt * 8));
   CK(pcl_bootstrap_barrier(b));
   for (uint32_t flag = 1; flag <= 2; flag++) {
-    fill_kernel<<<132, 512, 0, s>>>(src, npkt * 2, 1000u * flag + rank);
+    pcl_test_fill_kernel<<<132, 512, 0, s>>>(src, npkt * 2, 1000u * flag + rank);
     put_ll16_kernel<<<132, 512, 0, s>>>((char *)ch.remote_scratch, (const uint2 *)src, npkt, flag);
     read_ll16_kernel<<<132, 512, 0, s>>>((const char *)scratch, out, npkt, flag, err);
     CUCK(cudaMemsetAsync(bad, 0, sizeof(*bad), s));
@@ -514,7 +507,7 @@ static int check_multichunk(int rank, pcl_bootstrap_t *b, pcl_memchan_t *mc, cud
   CUCK(cudaMalloc(&src, bytes));
   CUCK(cudaMalloc(&bad, sizeof(*bad)));
   CUCK(cudaMemsetAsync(bad, 0, sizeof(*bad), s));
-  fill_kernel<<<132, 512, 0, s>>>(src, bytes / 4, 500u + rank);
+  pcl_test_fill_kernel<<<132, 512, 0, s>>>(src, bytes / 4, 500u + rank);
   CUCK(cudaStreamSynchronize(s));
 
   pcl_memchan_buf_t *buf = NULL;
@@ -585,7 +578,7 @@ static int measure(int rank, int mode, pcl_bootstrap_t *b, pcl_memchan_t *mc, cu
   CUCK(cudaEventCreate(&e1));
   if (rank == 0) {
     CUCK(cudaMalloc(&src, g_bytes));
-    fill_kernel<<<264, 512, 0, s>>>((uint32_t *)src, g_bytes / 4, 5);
+    pcl_test_fill_kernel<<<264, 512, 0, s>>>((uint32_t *)src, g_bytes / 4, 5);
   }
   for (int k = 0; k < NBLK + 1; k++) {
     CK(pcl_bootstrap_barrier(b));

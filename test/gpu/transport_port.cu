@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h> /* before the C block: nccl.h pulls in C++ headers of its own */
 #include "gpu_test_check.h"
+#include "gpu_test_pattern.cuh"
 extern "C" { /* param.h has no C++ guard of its own */
 #include "param.h"
 }
@@ -203,25 +204,14 @@ __global__ void pingpong_kernel(pcl_fifo_device_t f, int rank, int warm, int ite
     wait_consumed(&f, pos, c, timeout_ns, 403);
 }
 
-__global__ void fill_kernel(uint32_t *p, size_t n, uint32_t seed) {
-  size_t nt = (size_t)gridDim.x * blockDim.x;
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += nt)
-    p[i] = (uint32_t)i * 2654435761u + seed;
-}
-
-/* Counts bytes of p[0, n) that differ from fill_kernel's pattern, and nonzero bytes of
+/* Counts bytes of p[0, n) that differ from pcl_test_fill_kernel's pattern, and nonzero bytes of
  * p[n, n + guard). */
 __global__ void verify_kernel(const unsigned char *p, size_t n, size_t guard, uint32_t seed,
                               unsigned long long *bad) {
   size_t nt = (size_t)gridDim.x * blockDim.x;
   unsigned long long mine = 0;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n + guard; i += nt) {
-    unsigned char want = 0;
-    if (i < n) {
-      uint32_t w = (uint32_t)(i / 4) * 2654435761u + seed;
-      want = (unsigned char)(w >> (8 * (i % 4)));
-    }
-    mine += p[i] != want;
+    mine += p[i] != (i < n ? pcl_test_pattern_byte(i, seed) : 0);
   }
   if (mine)
     atomicAdd(bad, mine);
@@ -296,7 +286,7 @@ static int bandwidth(int rank, int cs, pcl_bootstrap_t *b, pcl_proxy_t *px, ctl_
       nchunks /= 2;
     uint32_t seed = 0x1000u * (uint32_t)(k + 1) + 17u * (uint32_t)cs;
     if (rank == 0)
-      fill_kernel<<<264, 512, 0, s>>>((uint32_t *)src, bytes / 4, seed);
+      pcl_test_fill_kernel<<<264, 512, 0, s>>>((uint32_t *)src, bytes / 4, seed);
     else
       CUCK(cudaMemsetAsync(dst, 0, bytes + GUARD, s));
     CUCK(cudaStreamSynchronize(s));
