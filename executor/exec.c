@@ -2,12 +2,14 @@
  * The executor context of one communicator: device state, programs cached per (plan, in bytes,
  * out bytes, registered buffers), binding to memory channels, and the per-call launch. After the
  * first call of a shape the call path does no allocation, file access or host synchronisation. */
+#include <stdio.h>
 #include <string.h>
 #include "alloc.h"
 #include "cuda_check.h"
 #include "exec.h"
 #include "kernels.h"
 #include "log.h"
+#include "param.h"
 #include "memchan.h"
 #include "portchan.h"
 
@@ -16,7 +18,10 @@ typedef struct {
   uint64_t in_bytes, out_bytes;
   const pcl_exec_userbuf_t *ub;
   pcl_exec_shape_t shape;
-  pcl_kblock_t *d_blocks; /* plan->max_blocks programs */
+  int resident; /* all dev_ranks grids fit on the device at once (pcl_exec_coresident) */
+  int ll;       /* runs on the LL fast-path kernel */
+  void *d_blocks;         /* plan->max_blocks packed programs, `stride` bytes apart */
+  uint32_t stride;
   int32_t *d_sems;
   /* The last (dtype, op, force_ll8) prog_check accepted and the packet format it chose: calls
    * repeating it skip the check (plans with port channels recheck the proxy every call). */
@@ -35,6 +40,7 @@ struct pcl_exec_ctx {
   uint32_t *h_words; /* mapped pinned: [0] error, [1] abort */
   uint32_t *d_words;
   cudaStream_t side;
+  pcl_kprof_t *d_prof; /* PCL_KPROF builds only, else NULL */
   uint64_t half; /* this rank's constant scratch half */
   prog_t *progs;
   int nprogs, cap;
@@ -60,11 +66,16 @@ ncclResult_t pcl_exec_ctx_create(const pcl_exec_config_t *cfg, pcl_exec_ctx_t **
   PCL_CUDA_CHECK_GOTO(cudaHostGetDevicePointer((void **)&c->d_words, c->h_words, 0), res,
                       err_words);
   PCL_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking), res, err_words);
+#ifdef PCL_KPROF
+  PCL_CUDA_CHECK_GOTO(cudaMalloc((void **)&c->d_prof, sizeof(pcl_kprof_t)), res, err_stream);
+  PCL_CUDA_CHECK_GOTO(cudaMemset(c->d_prof, 0, sizeof(pcl_kprof_t)), res, err_stream);
+#endif
   PCL_CUDA_CHECK_GOTO(cudaDeviceSynchronize(), res, err_stream);
   cudaSetDevice(prev);
   *out = c;
   return ncclSuccess;
 err_stream:
+  cudaFree(c->d_prof);
   cudaStreamDestroy(c->side);
 err_words:
   cudaFreeHost(c->h_words);
@@ -88,6 +99,7 @@ void pcl_exec_ctx_destroy(pcl_exec_ctx_t *c) {
     cudaFree(c->progs[i].d_sems);
   }
   pcl_free(c->progs);
+  cudaFree(c->d_prof);
   cudaStreamDestroy(c->side);
   cudaFreeHost(c->h_words);
   cudaFree(c->d_state);
@@ -163,10 +175,16 @@ void pcl_exec_userbuf_destroy(pcl_exec_userbuf_t *u) {
 static uint64_t peer_scratch(const pcl_exec_ctx_t *c, int peer, uint64_t *half) {
   pcl_memchan_info_t info;
   *half = 0;
-  if (c->cfg.memchan == NULL || pcl_memchan_info(c->cfg.memchan, peer, 0, &info) != ncclSuccess)
-    return 0;
-  *half = (info.remote_scratch_bytes / 2) & ~(uint64_t)255;
-  return info.remote_scratch;
+  if (c->cfg.memchan != NULL && pcl_memchan_info(c->cfg.memchan, peer, 0, &info) == ncclSuccess) {
+    *half = (info.remote_scratch_bytes / 2) & ~(uint64_t)255;
+    return info.remote_scratch;
+  }
+  /* A peer on another host has no mapping, but port puts into its double-buffered scratch still
+   * add its odd half on odd calls: take its size from what it exported to the proxy. */
+  if (c->cfg.portchan != NULL)
+    *half = (pcl_portchan_remote_bytes(c->cfg.portchan, PCL_PORTCHAN_MEM_SCRATCH, peer) / 2) &
+            ~(uint64_t)255;
+  return 0;
 }
 
 static uint64_t peer_user(const pcl_exec_userbuf_t *ub, int peer, int type) {
@@ -264,6 +282,28 @@ static ncclResult_t bind_tables(pcl_exec_ctx_t *c, const pcl_plan_t *plan,
   return ncclSuccess;
 }
 
+/* ---- co-residency ---- */
+
+int pcl_exec_coresident(pcl_exec_ctx_t *c, const pcl_plan_t *plan, char *why, size_t why_len) {
+  int prev = -1, fit;
+  int k = c->cfg.dev_ranks > 0 ? c->cfg.dev_ranks : 1;
+  cudaGetDevice(&prev);
+  if (prev != c->cfg.cuda_dev)
+    cudaSetDevice(c->cfg.cuda_dev);
+  fit = pcl_kernels_resident_blocks(plan->num_threads_per_block);
+  if (prev != c->cfg.cuda_dev)
+    cudaSetDevice(prev);
+  if ((int64_t)k * plan->max_blocks <= (int64_t)fit)
+    return 1;
+  if (why != NULL)
+    snprintf(why, why_len, "plan %s: %d rank%s share a GPU, each launching %d blocks of %d "
+             "threads (%lld in all), but only %d such blocks fit on the device at once; the "
+             "spinning blocks could not all run", plan->name, k, k > 1 ? "s" : "",
+             plan->max_blocks, plan->num_threads_per_block,
+             (long long)k * plan->max_blocks, fit);
+  return 0;
+}
+
 /* ---- programs ---- */
 
 static int prog_check(const pcl_exec_ctx_t *c, const pcl_plan_t *plan, const prog_t *p,
@@ -271,7 +311,9 @@ static int prog_check(const pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pro
   const char *why = NULL;
   size_t es = pcl_kernels_dtype_bytes(a->dtype);
   int ll16 = !a->force_ll8 && (p->shape.pkt_or & 7) == 0;
-  if (es == 0)
+  if (!p->resident)
+    why = "its blocks and those of the ranks sharing the GPU cannot all be resident";
+  else if (es == 0)
     why = "dtype not supported";
   else if (p->shape.has_reduce && !pcl_kernels_redop_supported(a->dtype, a->op))
     why = "reduction op not supported";
@@ -311,6 +353,7 @@ static ncclResult_t prog_build(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const 
   pcl_plan_layout_t l;
   const pcl_plan_gpu_t *g = &plan->gpus[c->cfg.rank];
   pcl_kblock_t *h_blocks = NULL;
+  uint8_t *h_packed = NULL;
   pcl_kmemchan_t *mem = NULL;
   pcl_kportchan_t *port = NULL;
   pcl_kremote_t *rb = NULL;
@@ -325,6 +368,12 @@ static ncclResult_t prog_build(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const 
   PCL_CHECK(pcl_exec_shape(plan, c->cfg.rank, a->in_bytes, a->out_bytes, &p->shape));
   if (g->n_sems > PCL_KABI_MAX_SEMAPHORES)
     return ncclInvalidArgument;
+  {
+    char why[320];
+    p->resident = pcl_exec_coresident(c, plan, why, sizeof(why));
+    if (!p->resident) /* once per shape: the program is cached, refused on every call */
+      PCL_WARN(PCL_LOG_EXEC, "%s; refused", why);
+  }
   PCL_CALLOC(h_blocks, (size_t)plan->max_blocks, "exec blocks");
   PCL_CALLOC(mem, (size_t)g->n_channels[PCL_PLAN_CHAN_MEMORY] + 1, "exec memchans");
   PCL_CALLOC(port, (size_t)g->n_channels[PCL_PLAN_CHAN_PORT] + 1, "exec portchans");
@@ -343,16 +392,27 @@ static ncclResult_t prog_build(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const 
   }
   pcl_exec_bind_t bind = {mem, port, rb};
   PCL_CHECK_GOTO(pcl_exec_build_blocks(plan, c->cfg.rank, &l, &bind, h_blocks), res, out);
+  p->stride = pcl_exec_pack_stride(h_blocks, plan->max_blocks);
+  p->ll = !c->cfg.interp_only && pcl_param_ll_kernel() &&
+          plan->num_threads_per_block <= PCL_KABI_LL_MAX_THREADS &&
+          pcl_exec_ll_eligible(h_blocks, plan->max_blocks);
+  if (p->ll)
+    pcl_exec_mark_fused(h_blocks, plan->max_blocks);
+  PCL_CALLOC(h_packed, (size_t)p->stride * (size_t)plan->max_blocks, "exec packed program");
+  if (h_packed == NULL) {
+    res = ncclSystemError;
+    goto out;
+  }
+  pcl_exec_pack_blocks(h_blocks, plan->max_blocks, p->stride, h_packed);
   for (int i = 0; i < g->n_sems; i++)
     sems[i] = (int32_t)g->sem_init[i];
   /* A new shape may be met while the caller's stream is capturing: allocate and copy on our own
    * non-blocking stream with the relaxed capture mode, which never touches the captured one. */
   cudaThreadExchangeStreamCaptureMode(&mode);
-  PCL_CUDA_CHECK_GOTO(cudaMalloc((void **)&p->d_blocks, sizeof(pcl_kblock_t) * plan->max_blocks),
-                      res, out_mode);
+  PCL_CUDA_CHECK_GOTO(cudaMalloc(&p->d_blocks, (size_t)p->stride * plan->max_blocks), res,
+                      out_mode);
   PCL_CUDA_CHECK_GOTO(cudaMalloc((void **)&p->d_sems, sizeof(sems)), res, out_mode);
-  PCL_CUDA_CHECK_GOTO(cudaMemcpyAsync(p->d_blocks, h_blocks,
-                                      sizeof(pcl_kblock_t) * plan->max_blocks,
+  PCL_CUDA_CHECK_GOTO(cudaMemcpyAsync(p->d_blocks, h_packed, (size_t)p->stride * plan->max_blocks,
                                       cudaMemcpyHostToDevice, c->side),
                       res, out_mode);
   PCL_CUDA_CHECK_GOTO(
@@ -371,6 +431,7 @@ out:
   pcl_free(rb);
   pcl_free(port);
   pcl_free(mem);
+  pcl_free(h_packed);
   pcl_free(h_blocks);
   return res;
 }
@@ -452,6 +513,7 @@ ncclResult_t pcl_exec_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
   pcl_kargs_t k;
   memset(&k, 0, sizeof(k));
   k.blocks = p->d_blocks;
+  k.stride = (uint16_t)p->stride;
   k.state = c->d_state;
   k.sems = p->d_sems;
   k.abort_flag = &c->d_words[1];
@@ -461,20 +523,23 @@ ncclResult_t pcl_exec_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
   k.scratch = (uint64_t)(uintptr_t)c->cfg.scratch;
   k.scratch_half = plan->use_double_scratch_buffer ? c->half : 0;
   k.timeout_ns = c->cfg.timeout_s > 0 ? (uint64_t)c->cfg.timeout_s * 1000000000ull : 0;
+  k.prof = c->d_prof;
   k.nranks = (uint32_t)c->cfg.nranks;
   k.pkt = (uint8_t)pkt;
   k.redop = (uint8_t)a->op;
-  PCL_CHECK(
-      pcl_kernels_launch(a->dtype, &k, plan->max_blocks, plan->num_threads_per_block, stream));
   if (a->op == ncclAvg && p->shape.has_reduce) {
-    /* The simulator's avg: the rank's result region, scaled once the plan ran with sum. */
+    /* The simulator's avg, inside the same kernel: the rank's result region, scaled once the
+     * plan ran with sum (reduce: only the root's). */
     int scale = plan->collective == PCL_PLAN_COLL_ALLREDUCE ||
                 plan->collective == PCL_PLAN_COLL_REDUCESCATTER ||
                 (plan->collective == PCL_PLAN_COLL_REDUCE && a->root == c->cfg.rank);
-    if (scale)
-      PCL_CHECK(pcl_kernels_launch_avg(a->dtype, a->out, a->out_bytes, c->cfg.nranks, stream));
+    if (scale) {
+      k.avg_out = (uint64_t)(uintptr_t)a->out;
+      k.avg_count = a->out_bytes / pcl_kernels_dtype_bytes(a->dtype);
+    }
   }
-  return ncclSuccess;
+  return pcl_kernels_launch(a->dtype, p->ll ? PCL_KVAR_LL : PCL_KVAR_INTERP, &k, plan->max_blocks,
+                            plan->num_threads_per_block, stream);
 }
 
 ncclResult_t pcl_exec_async_error(const pcl_exec_ctx_t *c, uint32_t *kerr) {
@@ -489,6 +554,29 @@ ncclResult_t pcl_exec_async_error(const pcl_exec_ctx_t *c, uint32_t *kerr) {
   default:
     return ncclSystemError;
   }
+}
+
+ncclResult_t pcl_exec_prof_read(pcl_exec_ctx_t *c, pcl_kprof_t *out, int reset) {
+  if (c->d_prof == NULL) {
+    PCL_WARN(PCL_LOG_EXEC, "phase timing needs kernels built with -DPCL_KPROF=ON");
+    return ncclInvalidUsage;
+  }
+  /* Through the side stream (non-blocking, so it waits for nobody): never a device-wide
+   * synchronisation, which would wait for kernels of other ranks sharing the GPU that spin on
+   * this rank's next launch. */
+  ncclResult_t res = ncclSuccess;
+  int prev = -1;
+  cudaGetDevice(&prev);
+  PCL_CUDA_CHECK_GOTO(cudaSetDevice(c->cfg.cuda_dev), res, out);
+  PCL_CUDA_CHECK_GOTO(
+      cudaMemcpyAsync(out, c->d_prof, sizeof(*out), cudaMemcpyDeviceToHost, c->side), res, out);
+  if (reset)
+    PCL_CUDA_CHECK_GOTO(cudaMemsetAsync(c->d_prof, 0, sizeof(*out), c->side), res, out);
+  PCL_CUDA_CHECK_GOTO(cudaStreamSynchronize(c->side), res, out);
+out:
+  if (prev >= 0)
+    cudaSetDevice(prev);
+  return res;
 }
 
 void pcl_exec_abort(pcl_exec_ctx_t *c) {

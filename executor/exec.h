@@ -44,6 +44,19 @@ typedef struct {
 ncclResult_t pcl_exec_build_blocks(const pcl_plan_t *plan, int rank, const pcl_plan_layout_t *l,
                                    const pcl_exec_bind_t *bind, pcl_kblock_t *blocks);
 
+/* 1 when every op of the program is a packet op over memory channels (or a nop) with at most
+ * PCL_KABI_LL_MAX_SRC sources: it can run on the LL fast-path kernel (kernels/exec_ll.cuh). */
+int pcl_exec_ll_eligible(const pcl_kblock_t *blocks, int nblocks);
+
+/* Sets PCL_KBLOCK_FUSED_PPKT_REPKT (kernel_abi.h) on every block whose ops the LL kernel may run
+ * as one fused pass, clears it elsewhere; returns how many blocks it set it on. */
+int pcl_exec_mark_fused(pcl_kblock_t *blocks, int nblocks);
+
+/* Packs blocks[0 .. nblocks) as the kernel expects them (kernel_abi.h, the packed program) into
+ * out, which holds nblocks * pcl_exec_pack_stride(blocks, nblocks) bytes. */
+uint32_t pcl_exec_pack_stride(const pcl_kblock_t *blocks, int nblocks);
+void pcl_exec_pack_blocks(const pcl_kblock_t *blocks, int nblocks, uint32_t stride, void *out);
+
 /* Shape facts for (in_bytes, out_bytes) over all ranks; ncclInvalidArgument if not runnable. */
 ncclResult_t pcl_exec_shape(const pcl_plan_t *plan, int rank, uint64_t in_bytes, uint64_t out_bytes,
                             pcl_exec_shape_t *out);
@@ -72,6 +85,12 @@ typedef struct {
   void *scratch;        /* device scratch shared by all plans (exposed through memchan) */
   size_t scratch_bytes; /* double-scratch plans use halves of scratch_bytes / 2 (a constant) */
   int64_t timeout_s;    /* kernel spin timeout, 0 = none (pcl_param_timeout_s()) */
+  /* The most ranks of this communicator that share one GPU (alike on every rank; 0 means 1).
+   * Their kernels spin on each other, so a plan runs only when that many grids of it fit on the
+   * device at once (occupancy API); otherwise it is refused, never launched into a hang.
+   * Kernels of OTHER communicators running at the same time are not counted. */
+  int dev_ranks;
+  int interp_only; /* 1: every plan on the interpreter, never the LL fast path (PLANCCL_LL_KERNEL=0) */
 } pcl_exec_config_t;
 
 /* Allocates the per-communicator device state (flag, barriers), the host-mapped error and abort
@@ -115,6 +134,17 @@ ncclResult_t pcl_exec_launch(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan, const 
 /* Builds the program for a shape without launching (before stream capture). */
 ncclResult_t pcl_exec_prepare(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan,
                               const pcl_exec_args_t *a);
+
+/* 1 when `dev_ranks` grids of `plan` fit on this context's device at once (see
+ * pcl_exec_config_t.dev_ranks); else 0, and `why` (may be NULL) names the plan, the ranks and
+ * the block counts. Deterministic on every rank of devices of one kind. */
+int pcl_exec_coresident(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan, char *why, size_t why_len);
+
+/* Phase timing of block 0 of this context's calls, summed since the last reset (kernel_abi.h,
+ * pcl_kprof_t): copies the totals to *out and, with reset, zeroes them. The caller first
+ * synchronises the stream(s) its calls ran on; nothing here waits for the device.
+ * ncclInvalidUsage when the kernels were built without PCL_KPROF. */
+ncclResult_t pcl_exec_prof_read(pcl_exec_ctx_t *ctx, pcl_kprof_t *out, int reset);
 
 /* Kernel-side error recorded so far: ncclSuccess, or ncclSystemError (timeout, FIFO) /
  * ncclInvalidUsage (aborted). *kerr (may be NULL) gets the raw PCL_KERR_* word. Never blocks. */

@@ -224,6 +224,96 @@ ncclResult_t pcl_exec_build_blocks(const pcl_plan_t *plan, int rank, const pcl_p
   return ncclSuccess;
 }
 
+int pcl_exec_ll_eligible(const pcl_kblock_t *blocks, int nblocks) {
+  for (int b = 0; b < nblocks; b++)
+    for (int i = 0; i < blocks[b].nops; i++) {
+      const pcl_kop_t *op = &blocks[b].ops[i];
+      switch (op->type) {
+      case PCL_KOP_NOP:
+        continue;
+      case PCL_KOP_CPKT:
+      case PCL_KOP_UPKT:
+      case PCL_KOP_PPKT:
+      case PCL_KOP_RPPKT:
+      case PCL_KOP_REPKT:
+      case PCL_KOP_RESPKT:
+      case PCL_KOP_RECPKT:
+      case PCL_KOP_RECSPKT:
+        if (op->chan_type == PCL_KCHAN_PORT || op->nsrc < 1 || op->ndst < 1 ||
+            op->nsrc > PCL_KABI_LL_MAX_SRC)
+          return 0;
+        continue;
+      default:
+        return 0;
+      }
+    }
+  return 1;
+}
+
+static int same_ref(const pcl_kref_t *a, const pcl_kref_t *b) {
+  return a->kind == b->kind && a->slot == b->slot && a->offset == b->offset && a->size == b->size;
+}
+
+static int fusable_ll1(const pcl_kblock_t *k) {
+  if (k->nops != 2)
+    return 0;
+  const pcl_kop_t *p = &k->ops[0], *r = &k->ops[1];
+  if (p->type != PCL_KOP_PPKT || r->type != PCL_KOP_REPKT || p->chan_type == PCL_KCHAN_PORT ||
+      r->chan_type == PCL_KCHAN_PORT || p->nsrc != 1 || p->ndst < 1 ||
+      p->ndst > PCL_KABI_LL_MAX_SRC - 1 || r->nsrc != p->ndst + 1 || r->ndst != 1)
+    return 0;
+  const pcl_kref_t *s = &k->refs[p->ref_first], *rs = &k->refs[r->ref_first];
+  if (!same_ref(s, &rs[0]))
+    return 0;
+  for (int j = 0; j < p->nsrc + p->ndst; j++)
+    if (k->refs[p->ref_first + j].size != s->size)
+      return 0;
+  for (int j = 0; j < r->nsrc + r->ndst; j++)
+    if (rs[j].size != s->size)
+      return 0;
+  const pcl_kref_t *o = &rs[r->nsrc];
+  return o->kind != s->kind || same_ref(o, s);
+}
+
+int pcl_exec_mark_fused(pcl_kblock_t *blocks, int nblocks) {
+  int n = 0;
+  for (int b = 0; b < nblocks; b++) {
+    blocks[b].flags &= (uint8_t)~PCL_KBLOCK_FUSED_PPKT_REPKT;
+    if (fusable_ll1(&blocks[b])) {
+      blocks[b].flags |= PCL_KBLOCK_FUSED_PPKT_REPKT;
+      n++;
+    }
+  }
+  return n;
+}
+
+uint32_t pcl_exec_pack_stride(const pcl_kblock_t *blocks, int nblocks) {
+  uint32_t stride = 16;
+  for (int b = 0; b < nblocks; b++) {
+    uint32_t off[5], bytes;
+    pcl_kpack_offsets(&blocks[b], off, &bytes);
+    if (bytes > stride)
+      stride = bytes;
+  }
+  return stride;
+}
+
+void pcl_exec_pack_blocks(const pcl_kblock_t *blocks, int nblocks, uint32_t stride, void *out) {
+  memset(out, 0, (size_t)stride * (size_t)nblocks);
+  for (int b = 0; b < nblocks; b++) {
+    const pcl_kblock_t *k = &blocks[b];
+    char *dst = (char *)out + (size_t)b * stride;
+    uint32_t off[5], bytes;
+    pcl_kpack_offsets(k, off, &bytes);
+    memcpy(dst, k, 16); /* the header */
+    memcpy(dst + off[0], k->mem, k->nmem * sizeof(pcl_kmemchan_t));
+    memcpy(dst + off[1], k->port, k->nport * sizeof(pcl_kportchan_t));
+    memcpy(dst + off[2], k->remote, k->nremote * sizeof(pcl_kremote_t));
+    memcpy(dst + off[3], k->ops, k->nops * sizeof(pcl_kop_t));
+    memcpy(dst + off[4], k->refs, k->nrefs * sizeof(pcl_kref_t));
+  }
+}
+
 ncclResult_t pcl_exec_shape(const pcl_plan_t *plan, int rank, uint64_t in_bytes, uint64_t out_bytes,
                             pcl_exec_shape_t *out) {
   memset(out, 0, sizeof(*out));

@@ -75,6 +75,24 @@ static double sum_amplitude(const sim_t *s) {
   return a < 1 ? 1 : a;
 }
 
+/* Float inputs with random mantissas: sign x (1 + m / 2^mbits) x 2^e. Sums (and everything
+ * min/max compare) use e in {-2, -1, 0}, so partial sums of up to 64 of them stay far from every
+ * dtype's overflow but round; products use m < 2^mbits / n and e = 0, so a product of n of them
+ * stays below e (no overflow, no underflow) and still rounds. */
+static void gen_rounding(sim_t *s, uint64_t st, uint8_t *buf, uint64_t n) {
+  int mb = pcl_sim_dtype_mbits(s->dt);
+  uint64_t mmax = 1ull << mb;
+  if (s->op == ncclProd)
+    mmax = mmax / (uint64_t)s->n ? mmax / (uint64_t)s->n : 1;
+  for (uint64_t i = 0; i < n; i++) {
+    uint64_t v = mix(st + i), w = mix(v);
+    double x = 1.0 + ldexp((double)(w % mmax), -mb);
+    if (s->op != ncclProd)
+      x = ldexp(x, -(int)((v >> 1) % 3));
+    pcl_sim_store(s->dt, buf + i * s->es, (v & 1) ? -x : x);
+  }
+}
+
 void sim_gen_input(sim_t *s, int call, int rank, uint8_t *buf, uint64_t bytes) {
   uint64_t st = mix(s->seed * 0x100000001b3ull ^ mix((uint64_t)call << 20 ^ (uint64_t)rank));
   int is_float = pcl_sim_dtype_is_float(s->dt);
@@ -90,6 +108,10 @@ void sim_gen_input(sim_t *s, int call, int rank, uint8_t *buf, uint64_t bytes) {
     return;
   }
   uint64_t n = bytes / s->es;
+  if (s->opts->rounding_inputs && is_float) {
+    gen_rounding(s, st, buf, n);
+    return;
+  }
   double amp = sum_amplitude(s);
   double mm = ldexp(1.0, pcl_sim_dtype_mbits(s->dt) + 1);
   if (mm > 1e6) mm = 1e6;
@@ -129,10 +151,16 @@ void sim_avg_finish(sim_t *s, sim_rank_t *r, sim_call_t *c) {
   pcl_sim_avg_scale(s->dt, p, c->out_bytes / s->es, s->n);
 }
 
-/* Allowed |got - expected| for float reductions (0 = must be equal). */
+/* Allowed |got - expected| for float reductions of the generated exact inputs (0 = must be
+ * equal); a negative value means "bound each element from its inputs" (rounding_inputs). */
 static double tolerance(const sim_t *s) {
   if (!pcl_sim_dtype_is_float(s->dt) || !reduces(s->plan->collective)) return 0;
-  if (s->op != ncclSum && s->op != ncclAvg) return 0;
+  if (s->op != ncclSum && s->op != ncclAvg && s->op != ncclProd)
+    return 0;
+  if (s->opts->rounding_inputs)
+    return -1;
+  if (s->op == ncclProd)
+    return 0;
   double a = sum_amplitude(s);
   if (s->n * a <= ldexp(1.0, pcl_sim_dtype_mbits(s->dt) + 1)) return 0;
   double tol = (s->n - 1) * pcl_sim_ulp(s->dt, s->n * a);
@@ -140,9 +168,29 @@ static double tolerance(const sim_t *s) {
   return tol;
 }
 
-/* Compares rank r's output bytes [off, off+bytes) with exp; fails with a pointed message. */
+/* The reordering bound of one element of rounding inputs (at byte `ref` of every rank's input):
+ * a reduction of n values in any order rounds n - 1 times, each step by at most half an ulp of
+ * its partial result, whose magnitude the bound M caps (sum: the sum of |x|; prod: the product
+ * of |x|, as relative errors), so two orders differ by at most (n - 1) ulp(M). The factor 2 (4
+ * for prod) covers partial results rounded into M's next binade (and compounding). */
+static double element_bound(const sim_t *s, const sim_call_t *c, uint64_t ref) {
+  double m = s->op == ncclProd ? 1 : 0;
+  for (int k = 0; k < s->n; k++) {
+    double x = fabs(pcl_sim_load(s->dt, c->inputs[k] + ref));
+    m = s->op == ncclProd ? m * x : m + x;
+  }
+  double tol = 2 * (s->n - 1) * pcl_sim_ulp(s->dt, m);
+  if (s->op == ncclProd)
+    return 2 * tol;
+  if (s->op == ncclAvg)
+    tol = tol / s->n + 2 * pcl_sim_ulp(s->dt, m / s->n);
+  return tol;
+}
+
+/* Compares rank r's output bytes [off, off+bytes) with exp, whose element i is the reduction of
+ * the inputs' bytes at ref + i (numeric only); fails with a pointed message. */
 static int compare(sim_t *s, sim_rank_t *r, sim_call_t *c, uint64_t off, const uint8_t *exp,
-                   uint64_t bytes, int numeric) {
+                   uint64_t ref, uint64_t bytes, int numeric) {
   sim_mem_t *m = r->view_mem[PCL_PLAN_BUF_OUTPUT];
   uint64_t base = r->view_off[PCL_PLAN_BUF_OUTPUT] + off;
   const uint8_t *got = m->data + base;
@@ -156,7 +204,8 @@ static int compare(sim_t *s, sim_rank_t *r, sim_call_t *c, uint64_t off, const u
       ok = memcmp(got + i, exp + i, es) == 0;
     } else {
       double g = pcl_sim_load(s->dt, got + i), x = pcl_sim_load(s->dt, exp + i);
-      ok = (g == x) || (isnan(g) && isnan(x)) || fabs(g - x) <= tol;
+      ok = (g == x) || (isnan(g) && isnan(x)) ||
+           fabs(g - x) <= (tol < 0 ? element_bound(s, c, ref + i) : tol);
     }
     uint32_t tag = m->tag[(base + i) / 4];
     if (ok && (tag >> 24) == r->ctag) continue;
@@ -194,26 +243,27 @@ int sim_check_rank(sim_t *s, sim_rank_t *r, sim_call_t *c) {
   switch (s->plan->collective) {
   case PCL_PLAN_COLL_ALLREDUCE:
     ensure_reduced(s, c);
-    return c->reduced ? compare(s, r, c, 0, c->reduced, c->out_bytes, 1) : 0;
+    return c->reduced ? compare(s, r, c, 0, c->reduced, 0, c->out_bytes, 1) : 0;
   case PCL_PLAN_COLL_REDUCE:
     if (rk != 0) return 1;
     ensure_reduced(s, c);
-    return c->reduced ? compare(s, r, c, 0, c->reduced, c->out_bytes, 1) : 0;
+    return c->reduced ? compare(s, r, c, 0, c->reduced, 0, c->out_bytes, 1) : 0;
   case PCL_PLAN_COLL_REDUCESCATTER:
     ensure_reduced(s, c);
     return c->reduced ? compare(s, r, c, 0, c->reduced + (uint64_t)rk * c->out_bytes,
-                                c->out_bytes, 1)
+                                (uint64_t)rk * c->out_bytes, c->out_bytes, 1)
                       : 0;
   case PCL_PLAN_COLL_BROADCAST:
-    return compare(s, r, c, 0, c->inputs[0], c->out_bytes, 0);
+    return compare(s, r, c, 0, c->inputs[0], 0, c->out_bytes, 0);
   case PCL_PLAN_COLL_ALLGATHER:
     for (int k = 0; k < n; k++)
-      if (!compare(s, r, c, (uint64_t)k * c->in_bytes, c->inputs[k], c->in_bytes, 0)) return 0;
+      if (!compare(s, r, c, (uint64_t)k * c->in_bytes, c->inputs[k], 0, c->in_bytes, 0))
+        return 0;
     return 1;
   case PCL_PLAN_COLL_ALLTOALL: {
     uint64_t blk = c->in_bytes / n;
     for (int k = 0; k < n; k++)
-      if (!compare(s, r, c, (uint64_t)k * blk, c->inputs[k] + (uint64_t)rk * blk, blk, 0))
+      if (!compare(s, r, c, (uint64_t)k * blk, c->inputs[k] + (uint64_t)rk * blk, 0, blk, 0))
         return 0;
     return 1;
   }

@@ -9,6 +9,7 @@
 #include "log.h"
 #include "sim_int.h"
 
+/* Policies; pcl_sim_sched_t lists them in this order, one above (0 there = by seed). */
 enum { POL_RR = 0, POL_GREEDY_UP = 1, POL_GREEDY_DOWN = 2, POL_RANDOM = 3 };
 
 int sim_fail(sim_t *s, pcl_sim_verdict_t v, const char *fmt, ...) {
@@ -235,7 +236,24 @@ static void rank_finish_call(sim_t *s, sim_rank_t *r) {
   sim_call_t *c = &s->calls[r->call];
   sim_avg_finish(s, r, c);
   s->cur_size = c->size;
-  sim_check_rank(s, r, c);
+  int ok = sim_check_rank(s, r, c);
+  if (s->opts->capture) {
+    /* The pristine input (in place, the plan may have overwritten the buffer's copy) and the
+     * output buffer as the user sees it (its view: in place, the slot NCCL defines). */
+    pcl_sim_capture_t cap = {
+        .size = c->size,
+        .seed = s->seed,
+        .call = r->call,
+        .rank = r->rank,
+        .inplace = s->inplace,
+        .checked_ok = ok,
+        .input = c->inputs[r->rank],
+        .in_bytes = c->in_bytes,
+        .output = r->view_mem[PCL_PLAN_BUF_OUTPUT]->data + r->view_off[PCL_PLAN_BUF_OUTPUT],
+        .out_bytes = c->out_bytes,
+    };
+    s->opts->capture(s->opts->capture_arg, &cap);
+  }
   if (++c->nchecked == s->n) {
     for (int k = 0; k < s->n; k++) pcl_free(c->inputs[k]);
     pcl_free(c->inputs);
@@ -459,7 +477,9 @@ ncclResult_t pcl_sim_run(const pcl_plan_t *plan, const pcl_sim_opts_t *opts,
   ncclResult_t ret = ncclSuccess;
   memset(res, 0, sizeof(*res));
   if (!plan || !opts || (int)opts->dtype < 0 || (int)opts->dtype >= ncclNumTypes ||
-      (int)opts->op < 0 || (int)opts->op >= ncclNumOps) {
+      (int)opts->op < 0 || (int)opts->op >= ncclNumOps || (int)opts->schedule < 0 ||
+      opts->schedule > PCL_SIM_SCHED_RANDOM || (int)opts->layout < 0 ||
+      opts->layout > PCL_SIM_LAYOUT_OUTOFPLACE) {
     res->verdict = PCL_SIM_ERROR;
     snprintf(res->message, sizeof(res->message), "bad simulator options");
     return ncclInvalidArgument;
@@ -478,6 +498,19 @@ ncclResult_t pcl_sim_run(const pcl_plan_t *plan, const pcl_sim_opts_t *opts,
     snprintf(res->message, sizeof(res->message),
              "the plan's reduce ops fix their reduce_op: op '%s' does not apply",
              pcl_sim_op_name(opts->op));
+    return ncclSuccess;
+  }
+  /* Buffer layouts to run, in this order: 1 = in-place buffers, 0 = separate ones. */
+  int modes[2], nmodes = 0;
+  int can_sep = !plan->inplace || plan->outofplace_ok;
+  if (opts->layout != PCL_SIM_LAYOUT_OUTOFPLACE && plan->inplace)
+    modes[nmodes++] = 1;
+  if (opts->layout != PCL_SIM_LAYOUT_INPLACE && can_sep)
+    modes[nmodes++] = 0;
+  if (nmodes == 0) {
+    res->verdict = PCL_SIM_SKIPPED;
+    snprintf(res->message, sizeof(res->message), "the plan cannot run on %s buffers",
+             opts->layout == PCL_SIM_LAYOUT_INPLACE ? "in-place" : "separate (out-of-place)");
     return ncclSuccess;
   }
   sim_t s;
@@ -526,10 +559,8 @@ ncclResult_t pcl_sim_run(const pcl_plan_t *plan, const pcl_sim_opts_t *opts,
     pcl_plan_buffer_bytes(plan, s.calls[c].size, &s.calls[c].in_bytes, &s.calls[c].out_bytes);
   }
   int nseeds = opts->nseeds > 0 ? opts->nseeds : 1;
-  /* An in-place plan that declares outofplace_ok also runs on separate buffers. */
-  int nmodes = plan->inplace && plan->outofplace_ok ? 2 : 1;
   for (int k = 0; k < nseeds * nmodes && !s.failed; k++) {
-    s.inplace = plan->inplace && k < nseeds;
+    s.inplace = modes[k / nseeds];
     s.seed = opts->seed + (uint64_t)(k % nseeds);
     s.rng = s.seed * 0x2545f4914f6cdd1dull + 1;
     s.cur_size = 0;
@@ -537,7 +568,9 @@ ncclResult_t pcl_sim_run(const pcl_plan_t *plan, const pcl_sim_opts_t *opts,
       world_free(&s);
       goto out;
     }
-    int policy = s.seed < 3 ? (int)s.seed : POL_RANDOM;
+    int policy = opts->schedule != PCL_SIM_SCHED_BY_SEED ? (int)opts->schedule - 1
+                 : s.seed < 3                            ? (int)s.seed
+                                                         : POL_RANDOM;
     ret = run_schedule(&s, policy);
     world_free(&s);
     if (ret != ncclSuccess) goto out;

@@ -189,11 +189,15 @@ void pcl_sim_store(ncclDataType_t t, void *p, double v) {
   default: INT_LOOP(T, UT, x = (T)((UT)x + (UT)y)); break;                                         \
   }
 
+/* x is the accumulator: min/max are written as the kernel's pcl_kred writes them, so equal
+ * values (+0 and -0) keep the accumulator's bits. */
 static inline double fop(ncclRedOp_t op, double x, double y) {
   switch (op) {
   case ncclProd: return x * y;
-  case ncclMax: return (x > y || isnan(x)) ? x : y;
-  case ncclMin: return (x < y || isnan(x)) ? x : y;
+  case ncclMax:
+    return x < y ? y : x;
+  case ncclMin:
+    return y < x ? y : x;
   default: return x + y;
   }
 }

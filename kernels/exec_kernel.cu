@@ -8,42 +8,123 @@
 #include <stdint.h>
 #include <cuda.h> /* driver types only: entry points come from cudaGetDriverEntryPointByVersion */
 #include "kernels.h"
-#include "exec_ops.cuh"
+#include "exec_ll.cuh"
 extern "C" {
 #include "log.h"
 #include "param.h"
 }
 
-/* Copies this block's program into shared memory, runs its ops, then advances the
- * communicator's flag once the last block of the grid is done (protocol in kernel_abi.h). */
-template <typename T> __global__ void __launch_bounds__(1024, 1) pcl_kexec(pcl_kargs_t a) {
-  extern __shared__ uint4 pcl_ksmem[];
-  __shared__ pcl_kctx_t ctx;
-  __shared__ uint64_t flag64;
-  {
-    /* Only the used prefix of each array is copied: the whole program is 8.4 KB, and a copy of
-     * it cost a block of 32 threads 17 dependent rounds of loads (~2 us) on every call. */
-    const pcl_kblock_t *gb = &a.blocks[blockIdx.x];
-    const uint32_t counts[5] = {gb->nmem, gb->nport, gb->nremote, gb->nops, gb->nrefs};
-    const uint32_t offs[5] = {offsetof(pcl_kblock_t, mem), offsetof(pcl_kblock_t, port),
-                              offsetof(pcl_kblock_t, remote), offsetof(pcl_kblock_t, ops),
-                              offsetof(pcl_kblock_t, refs)};
-    const uint32_t sizes[5] = {sizeof(pcl_kmemchan_t), sizeof(pcl_kportchan_t),
-                               sizeof(pcl_kremote_t), sizeof(pcl_kop_t), sizeof(pcl_kref_t)};
-    const uint4 *g = (const uint4 *)gb;
-    if (threadIdx.x == 0)
-      pcl_ksmem[0] = g[0]; /* the header: counts */
-#pragma unroll
-    for (int k = 0; k < 5; k++) {
-      uint32_t lo = offs[k] / 16, hi = (offs[k] + counts[k] * sizes[k] + 15) / 16;
-      for (uint32_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
-        pcl_ksmem[i] = g[i];
-    }
+#ifdef PCL_KPROF
+#define PCL_KPROF_STAMP(var) uint64_t var = clock64()
+#else
+#define PCL_KPROF_STAMP(var)
+#endif
+
+#ifdef PCL_KPROF
+/* Block 0's phases of this call, added to the context's totals (kernel_abi.h, pcl_kprof_t). */
+static __device__ void pcl_kprof_end(pcl_kprof_t *p, uint64_t ns0, uint64_t clk0,
+                                     uint64_t clk_ready, const uint64_t *clk_op, int nops,
+                                     uint64_t clk_last) {
+  uint64_t clk_end = clock64(), ns_end = pcl_kglobaltimer();
+  p->calls++;
+  p->ns_total += ns_end - ns0;
+  p->clk_total += clk_end - clk0;
+  p->clk_ready += clk_ready - clk0;
+  uint64_t prev = clk_ready;
+  for (int i = 0; i < nops && i < PCL_KABI_MAX_OPS; i++) {
+    p->clk_op[i] += clk_op[i] - prev;
+    prev = clk_op[i];
   }
-  if (threadIdx.x == 0) {
-    flag64 = *(volatile uint64_t *)&a.state->flag + 1;
-    uint32_t flag = (uint32_t)flag64;
-    ctx.b = (const pcl_kblock_t *)pcl_ksmem;
+  p->clk_tail += clk_end - clk_last;
+  if (p->last_end_ns != 0 && ns0 > p->last_end_ns && ns0 - p->last_end_ns < 1000000) {
+    p->ns_gap += ns0 - p->last_end_ns;
+    p->gaps++;
+  }
+  p->last_end_ns = ns_end;
+  p->nops = (uint32_t)nops;
+}
+#endif
+
+/* The avg barrier of each kernel, with its own spin watchdog. */
+static __device__ __forceinline__ void pcl_kend_barrier(pcl_kbarrier_t *b, uint32_t n,
+                                                        pcl_kwatch_t *w) {
+  pcl_kgrid_barrier(b, n, w);
+}
+static __device__ __forceinline__ void pcl_kend_barrier(pcl_kbarrier_t *b, uint32_t n,
+                                                        pcl_kll_watch_t *w) {
+  pcl_kgrid_barrier_t(b, n, w);
+}
+
+/* The end of a call, both kernels: the avg post-scale (the simulator's definition: the rank's
+ * result region scaled once every block's ops are done; every block is resident, which the
+ * executor checks), then this block's flag slots. No __syncthreads before the slots: they are
+ * read only by later kernels (stream order), and flag64 was read by every thread at the start. */
+template <typename T, typename WATCH>
+static __device__ __forceinline__ void pcl_kexec_end(const pcl_kargs_t &a, uint64_t flag64,
+                                                     WATCH *w) {
+  if (a.avg_count != 0) {
+    if (gridDim.x > 1)
+      pcl_kend_barrier(&a.state->avg_barrier, gridDim.x, w);
+    else
+      __syncthreads();
+    T *p = (T *)(uintptr_t)a.avg_out;
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < a.avg_count;
+         i += (uint64_t)gridDim.x * blockDim.x)
+      p[i] = pcl_kavg_final<T>(p[i], a.nranks);
+  }
+  if (gridDim.x <= PCL_KABI_FLAG_SLOTS) {
+    for (uint32_t j = blockIdx.x + threadIdx.x * gridDim.x; j < PCL_KABI_FLAG_SLOTS;
+         j += gridDim.x * blockDim.x)
+      a.state->flag[j] = flag64;
+    return;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && atomicAdd(&a.state->done, 1u) == gridDim.x - 1) {
+    a.state->done = 0; /* every block of the grid already read its flag */
+    for (uint32_t j = 0; j < PCL_KABI_FLAG_SLOTS; j++)
+      a.state->flag[j] = flag64;
+  }
+}
+
+/* Both kernels' start: thread 0 loads this block's flag slot while every thread copies its
+ * share of the block's packed program: one round of independent loads, not a dependent chain.
+ * The caller's __syncthreads makes both visible. */
+static __device__ __forceinline__ void pcl_kstart(const pcl_kargs_t &a, uint4 *smem,
+                                                  uint64_t *flag64) {
+  if (threadIdx.x == 0)
+    *flag64 = *(volatile uint64_t *)&a.state->flag[blockIdx.x % PCL_KABI_FLAG_SLOTS] + 1;
+  const uint4 *g = (const uint4 *)a.blocks + (size_t)blockIdx.x * (a.stride / 16);
+  for (uint32_t i = threadIdx.x; i < a.stride / 16u; i += blockDim.x)
+    smem[i] = g[i];
+}
+
+/* Copies this block's packed program into shared memory, runs its ops, then advances this
+ * block's flag slots (both protocols in kernel_abi.h). One __syncthreads before the first op. */
+template <typename T>
+__global__ void __launch_bounds__(1024, 1) pcl_kexec(const __grid_constant__ pcl_kargs_t a) {
+  extern __shared__ uint4 pcl_ksmem[];
+  __shared__ uint64_t flag64;
+#ifdef PCL_KPROF
+  const uint64_t prof_ns0 = pcl_kglobaltimer();
+  PCL_KPROF_STAMP(prof_clk0);
+  uint64_t prof_op[PCL_KABI_MAX_OPS];
+#endif
+  pcl_kstart(a, pcl_ksmem, &flag64);
+  __syncthreads();
+  /* Every thread builds its own (identical) context from the header: no second barrier. */
+  pcl_kctx_t ctx;
+  {
+    const uint32_t flag = (uint32_t)flag64;
+    const pcl_kblock_t *hdr = (const pcl_kblock_t *)pcl_ksmem;
+    uint32_t off[5], bytes;
+    pcl_kpack_offsets(hdr, off, &bytes);
+    const char *base = (const char *)pcl_ksmem;
+    ctx.mem = (const pcl_kmemchan_t *)(base + off[0]);
+    ctx.port = (const pcl_kportchan_t *)(base + off[1]);
+    ctx.remote = (const pcl_kremote_t *)(base + off[2]);
+    ctx.ops = (const pcl_kop_t *)(base + off[3]);
+    ctx.refs = (const pcl_kref_t *)(base + off[4]);
+    ctx.nops = hdr->nops;
     ctx.odd = flag & 1u;
     ctx.base[PCL_KBUF_INPUT] = (char *)(uintptr_t)a.in;
     ctx.base[PCL_KBUF_OUTPUT] = (char *)(uintptr_t)a.out;
@@ -56,13 +137,14 @@ template <typename T> __global__ void __launch_bounds__(1024, 1) pcl_kexec(pcl_k
     ctx.redop = a.redop;
     ctx.pkt = a.pkt;
   }
-  __syncthreads();
+  PCL_KPROF_STAMP(prof_ready);
   pcl_kwatch_t w;
   pcl_kwatch_init(&w, &a);
   const pcl_kctx_t *c = &ctx;
-  const int nops = c->b->nops;
-  for (int i = 0; i < nops;) {
-    const pcl_kop_t *op = &c->b->ops[i];
+  const int nops = c->nops;
+  int top = 0; /* top-level ops run (profiling) */
+  for (int i = 0; i < nops; top++) {
+    const pcl_kop_t *op = &c->ops[i];
     if (op->type == PCL_KOP_PIPELINE) {
       pcl_kiter_t it;
       it.unit = op->unit;
@@ -70,7 +152,7 @@ template <typename T> __global__ void __launch_bounds__(1024, 1) pcl_kexec(pcl_k
       for (uint32_t k = 0; k < op->n_iter; k++) {
         it.off = k * op->unit;
         for (int j = 1; j <= op->n_inner; j++)
-          pcl_kop_exec<T>(c, &c->b->ops[i + j], it, &w);
+          pcl_kop_exec<T>(c, &c->ops[i + j], it, &w);
       }
       i += 1 + op->n_inner;
     } else {
@@ -78,38 +160,106 @@ template <typename T> __global__ void __launch_bounds__(1024, 1) pcl_kexec(pcl_k
       pcl_kop_exec<T>(c, op, it, &w);
       i++;
     }
+#ifdef PCL_KPROF
+    if (top < PCL_KABI_MAX_OPS)
+      prof_op[top] = clock64();
+#endif
   }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    if (atomicAdd(&a.state->done, 1u) == gridDim.x - 1) {
-      /* Last block: every block already read the flag. */
-      a.state->done = 0;
-      *(volatile uint64_t *)&a.state->flag = flag64;
-      __threadfence();
-    }
-  }
+  (void)top;
+  const uint64_t f = flag64;
+  pcl_kexec_end<T>(a, f, &w);
+#ifdef PCL_KPROF
+  if (blockIdx.x == 0 && threadIdx.x == 0 && a.prof != NULL)
+    pcl_kprof_end(a.prof, prof_ns0, prof_clk0, prof_ready, prof_op, top,
+                  top > 0 ? prof_op[min(top, PCL_KABI_MAX_OPS) - 1] : prof_ready);
+#endif
 }
 
-/* avg, the simulator's definition: after the plan ran with sum, the rank's result region is
- * scaled by 1/n (floats, in their compute type) or divided by n (integers, truncating). */
-template <typename T> __global__ void pcl_kavg(char *buf, uint64_t count, uint32_t n) {
-  T *p = (T *)buf;
-  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < count;
-       i += (uint64_t)gridDim.x * blockDim.x)
-    p[i] = pcl_kavg_final<T>(p[i], n);
+/* The LL fast path (exec_ll.cuh): the same prologue, refs resolved once into shared memory, then
+ * the ops on a short straight-line path. The executor picks it for programs of packet ops only
+ * (pcl_exec_ll_eligible); results are the interpreter's, bit for bit. */
+template <typename T>
+__global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS)
+    pcl_kexec_ll(const __grid_constant__ pcl_kargs_t a) {
+  extern __shared__ uint4 pcl_ksmem[];
+  __shared__ uint64_t flag64;
+  __shared__ pcl_kll_refs_t refs;
+#ifdef PCL_KPROF
+  const uint64_t prof_ns0 = pcl_kglobaltimer();
+  PCL_KPROF_STAMP(prof_clk0);
+  uint64_t prof_op[PCL_KABI_MAX_OPS];
+#endif
+  pcl_kstart(a, pcl_ksmem, &flag64);
+  __syncthreads();
+  const uint64_t f64 = flag64;
+  const uint32_t flag = (uint32_t)f64, odd = flag & 1u;
+  const pcl_kblock_t *hdr = (const pcl_kblock_t *)pcl_ksmem;
+  uint32_t off[5], bytes;
+  pcl_kpack_offsets(hdr, off, &bytes);
+  const char *base = (const char *)pcl_ksmem;
+  const pcl_kremote_t *remote = (const pcl_kremote_t *)(base + off[2]);
+  const pcl_kop_t *ops = (const pcl_kop_t *)(base + off[3]);
+  const pcl_kref_t *kref = (const pcl_kref_t *)(base + off[4]);
+  const int nops = hdr->nops;
+  for (uint32_t t = threadIdx.x; t < hdr->nrefs; t += blockDim.x) {
+    const pcl_kref_t *r = &kref[t];
+    char *b;
+    if (r->kind == PCL_KBUF_REMOTE) {
+      const pcl_kremote_t *rm = &remote[r->slot];
+      b = (char *)(uintptr_t)rm->ptr + (odd ? rm->odd_half : 0);
+    } else if (r->kind == PCL_KBUF_SCRATCH) {
+      b = (char *)(uintptr_t)a.scratch + (odd ? a.scratch_half : 0);
+    } else {
+      b = (char *)(uintptr_t)(r->kind == PCL_KBUF_INPUT ? a.in : a.out);
+    }
+    refs.plain[t] = b + r->offset;
+    refs.pkt[t] = b + (uint64_t)r->offset * PCL_KABI_PKT_RATIO;
+    refs.size[t] = r->size;
+  }
+  __syncthreads();
+  PCL_KPROF_STAMP(prof_ready);
+  pcl_kll_watch_t w = {a.abort_flag, a.error, a.timeout_ns, 0, 0, 0};
+  int i = 0;
+  if (hdr->flags & PCL_KBLOCK_FUSED_PPKT_REPKT) {
+    if (a.pkt == PCL_KPKT_LL16)
+      pcl_kll_fused_any<T, uint2>(ops, a.redop, &refs, flag, &w);
+    else
+      pcl_kll_fused_any<T, uint32_t>(ops, a.redop, &refs, flag, &w);
+#ifdef PCL_KPROF
+    prof_op[0] = prof_op[1] = clock64();
+#endif
+    i = nops;
+  }
+  for (; i < nops; i++) {
+    const pcl_kop_t *op = &ops[i];
+    if (op->type == PCL_KOP_NOP)
+      __syncthreads();
+    else if (a.pkt == PCL_KPKT_LL16)
+      pcl_kll_op_any<T, uint2>(op, a.redop, &refs, flag, &w);
+    else
+      pcl_kll_op_any<T, uint32_t>(op, a.redop, &refs, flag, &w);
+#ifdef PCL_KPROF
+    if (i < PCL_KABI_MAX_OPS)
+      prof_op[i] = clock64();
+#endif
+  }
+  pcl_kexec_end<T>(a, f64, &w);
+#ifdef PCL_KPROF
+  if (blockIdx.x == 0 && threadIdx.x == 0 && a.prof != NULL)
+    pcl_kprof_end(a.prof, prof_ns0, prof_clk0, prof_ready, prof_op, nops,
+                  nops > 0 ? prof_op[min(nops, PCL_KABI_MAX_OPS) - 1] : prof_ready);
+#endif
 }
 
 typedef void (*pcl_kfn_t)(pcl_kargs_t);
-typedef void (*pcl_kavg_fn_t)(char *, uint64_t, uint32_t);
 
 static const struct {
   int dtype;
   size_t bytes;
-  pcl_kfn_t fn;
-  pcl_kavg_fn_t avg;
+  pcl_kfn_t fn[PCL_KVARIANTS]; /* by pcl_kvariant_t */
 } pcl_ktable[] = {
-#define PCL_KDTYPE(suffix, nccl, ctype, nbytes) {nccl, nbytes, pcl_kexec<ctype>, pcl_kavg<ctype>},
+#define PCL_KDTYPE(suffix, nccl, ctype, nbytes)                                                    \
+  {nccl, nbytes, {pcl_kexec<ctype>, pcl_kexec_ll<ctype>}},
 #include "types.def"
 #undef PCL_KDTYPE
 };
@@ -136,9 +286,9 @@ typedef CUresult (*pcl_cu_launch_fn_t)(CUfunction f, unsigned gx, unsigned gy, u
                                        unsigned bx, unsigned by, unsigned bz, unsigned smem,
                                        CUstream stream, void **params, void **extra);
 
-/* g_cu_kexec/g_cu_kavg are written before g_cu_launch is published (release) and never after;
+/* g_cu_kexec is written before g_cu_launch is published (release) and never after;
  * launchers load g_cu_launch (acquire) first, so a non-NULL pointer implies a complete table. */
-static CUfunction g_cu_kexec[PCL_KTABLE_N], g_cu_kavg[PCL_KTABLE_N];
+static CUfunction g_cu_kexec[PCL_KTABLE_N * PCL_KVARIANTS]; /* [dtype index * variants + v] */
 static pcl_cu_launch_fn_t g_cu_launch;
 static pthread_once_t g_cu_once = PTHREAD_ONCE_INIT;
 static int g_cu_fallbacks; /* driver refusals the runtime then launched */
@@ -154,22 +304,21 @@ static void cu_launch_resolve(void) {
   void *fn = NULL;
   enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
   /* 12.0: the ABI whose cuLaunchKernel accepts CUkernel handles. */
-  cudaError_t e = cudaGetDriverEntryPointByVersion("cuLaunchKernel", &fn, 12000, cudaEnableDefault,
-                                                   &q);
-  for (size_t i = 0; e == cudaSuccess && i < PCL_KTABLE_N; i++) {
-    cudaKernel_t k = NULL, kavg = NULL;
-    e = cudaGetKernel(&k, (const void *)pcl_ktable[i].fn);
-    if (e == cudaSuccess)
-      e = cudaGetKernel(&kavg, (const void *)pcl_ktable[i].avg);
+  cudaError_t e =
+      cudaGetDriverEntryPointByVersion("cuLaunchKernel", &fn, 12000, cudaEnableDefault, &q);
+  for (size_t i = 0; e == cudaSuccess && i < PCL_KTABLE_N * PCL_KVARIANTS; i++) {
+    cudaKernel_t k = NULL;
+    e = cudaGetKernel(&k, (const void *)pcl_ktable[i / PCL_KVARIANTS].fn[i % PCL_KVARIANTS]);
     g_cu_kexec[i] = (CUfunction)k;
-    g_cu_kavg[i] = (CUfunction)kavg;
-    if (e == cudaSuccess && (k == NULL || kavg == NULL))
+    if (e == cudaSuccess && k == NULL)
       e = cudaErrorInvalidDeviceFunction;
   }
   if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || fn == NULL) {
     (void)cudaGetLastError(); /* leave no error behind for the application */
-    PCL_INFO(PCL_LOG_EXEC, "interpreter kernels launch with cudaLaunchKernel: driver launch "
-             "unavailable (%s, entry point query %d)", cudaGetErrorString(e), (int)q);
+    PCL_INFO(PCL_LOG_EXEC,
+             "interpreter kernels launch with cudaLaunchKernel: driver launch "
+             "unavailable (%s, entry point query %d)",
+             cudaGetErrorString(e), (int)q);
     return;
   }
   __atomic_store_n(&g_cu_launch, (pcl_cu_launch_fn_t)fn, __ATOMIC_RELEASE);
@@ -199,8 +348,10 @@ static ncclResult_t launch(const CUfunction *cu_table, int i, const void *rt_fn,
     }
     int n = __atomic_add_fetch(&g_cu_fallbacks, 1, __ATOMIC_RELAXED);
     if (n == 1 || n == PCL_CU_MAX_FALLBACKS)
-      PCL_INFO(PCL_LOG_EXEC, "%s: cuLaunchKernel failed (CUresult %d) where cudaLaunchKernel "
-               "worked%s", what, (int)r,
+      PCL_INFO(PCL_LOG_EXEC,
+               "%s: cuLaunchKernel failed (CUresult %d) where cudaLaunchKernel "
+               "worked%s",
+               what, (int)r,
                n == PCL_CU_MAX_FALLBACKS ? "; launching with cudaLaunchKernel from now on" : "");
     if (n == PCL_CU_MAX_FALLBACKS)
       __atomic_store_n(&g_cu_launch, (pcl_cu_launch_fn_t)NULL, __ATOMIC_RELAXED);
@@ -253,61 +404,68 @@ extern "C" size_t pcl_kernels_smem_bytes(void) {
   return sizeof(pcl_kblock_t);
 }
 
+extern "C" int pcl_kernels_resident_blocks(int nthreads) {
+  int dev = 0, nsm = 0, least = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  for (size_t i = 0; i < PCL_KTABLE_N * PCL_KVARIANTS; i++) {
+    int per_sm = 0;
+    if (i % PCL_KVARIANTS == PCL_KVAR_LL && nthreads > PCL_KABI_LL_MAX_THREADS)
+      continue; /* never launched with that many threads (pcl_exec_ll_eligible) */
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, (const void *)pcl_ktable[i / PCL_KVARIANTS].fn[i % PCL_KVARIANTS], nthreads,
+            sizeof(pcl_kblock_t)) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    if (least < 0 || per_sm < least)
+      least = per_sm;
+  }
+  return least < 0 ? 0 : least * nsm;
+}
+
 extern "C" ncclResult_t pcl_kernels_load_all(void) {
-  for (size_t i = 0; i < PCL_KTABLE_N; i++) {
+  for (size_t i = 0; i < PCL_KTABLE_N * PCL_KVARIANTS; i++) {
+    const void *fn = (const void *)pcl_ktable[i / PCL_KVARIANTS].fn[i % PCL_KVARIANTS];
+    int dt = pcl_ktable[i / PCL_KVARIANTS].dtype;
     struct cudaFuncAttributes attr;
-    cudaError_t e = cudaFuncGetAttributes(&attr, (const void *)pcl_ktable[i].fn);
-    struct cudaFuncAttributes attr_avg;
+    cudaError_t e = cudaFuncGetAttributes(&attr, fn);
     if (e == cudaSuccess)
-      e = cudaFuncGetAttributes(&attr_avg, (const void *)pcl_ktable[i].avg);
-    if (e == cudaSuccess)
-      e = cudaFuncSetAttribute((const void *)pcl_ktable[i].fn,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+      e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)sizeof(pcl_kblock_t));
     if (e != cudaSuccess) {
-      PCL_WARN(PCL_LOG_EXEC, "loading the interpreter kernel for dtype %d failed: %s",
-               pcl_ktable[i].dtype, cudaGetErrorString(e));
+      PCL_WARN(PCL_LOG_EXEC, "loading the %s kernel for dtype %d failed: %s",
+               i % PCL_KVARIANTS ? "LL" : "interpreter", dt, cudaGetErrorString(e));
       return ncclUnhandledCudaError;
     }
-    if (attr.maxThreadsPerBlock < 1024)
-      PCL_INFO(PCL_LOG_EXEC, "interpreter for dtype %d: at most %d threads per block",
-               pcl_ktable[i].dtype, attr.maxThreadsPerBlock);
+    if (attr.maxThreadsPerBlock <
+        (i % PCL_KVARIANTS == PCL_KVAR_LL ? PCL_KABI_LL_MAX_THREADS : 1024))
+      PCL_INFO(PCL_LOG_EXEC, "%s kernel for dtype %d: at most %d threads per block",
+               i % PCL_KVARIANTS ? "LL" : "interpreter", dt, attr.maxThreadsPerBlock);
   }
-  /* The dynamic shared memory (sizeof(pcl_kblock_t), under the 48 KiB default) needs no opt-in
+  /* The dynamic shared memory (a packed block, at most sizeof(pcl_kblock_t), under the 48 KiB
+   * default) needs no opt-in
    * attribute on either path; the attribute above only records the size. */
   pthread_once(&g_cu_once, cu_launch_resolve);
   return ncclSuccess;
 }
 
-extern "C" ncclResult_t pcl_kernels_launch(ncclDataType_t dtype, const pcl_kargs_t *args,
-                                           int nblocks, int nthreads, cudaStream_t stream) {
+extern "C" ncclResult_t pcl_kernels_launch(ncclDataType_t dtype, pcl_kvariant_t variant,
+                                           const pcl_kargs_t *args, int nblocks, int nthreads,
+                                           cudaStream_t stream) {
   int i = kindex(dtype);
-  if (i < 0 || nblocks <= 0 || nblocks > PCL_KABI_MAX_BLOCKS || nthreads <= 0 || nthreads > 1024) {
-    PCL_WARN(PCL_LOG_EXEC, "bad launch: dtype %d, %d blocks of %d threads", (int)dtype, nblocks,
-             nthreads);
+  if (i < 0 || (int)variant < 0 || (int)variant >= PCL_KVARIANTS || nblocks <= 0 ||
+      nblocks > PCL_KABI_MAX_BLOCKS || nthreads <= 0 || nthreads > 1024 || args->stride < 16 ||
+      args->stride % 16 != 0 || args->stride > sizeof(pcl_kblock_t)) {
+    PCL_WARN(PCL_LOG_EXEC, "bad launch: dtype %d, %d blocks of %d threads, program stride %u",
+             (int)dtype, nblocks, nthreads, (unsigned)args->stride);
     return ncclInvalidArgument;
   }
   void *params[1] = {(void *)args};
-  return launch(g_cu_kexec, i, (const void *)pcl_ktable[i].fn, (unsigned)nblocks,
-                (unsigned)nthreads, params, (unsigned)sizeof(pcl_kblock_t), stream, "interpreter");
-}
-
-extern "C" ncclResult_t pcl_kernels_launch_avg(ncclDataType_t dtype, void *buf, uint64_t bytes,
-                                               int nranks, cudaStream_t stream) {
-  int i = kindex(dtype);
-  if (i < 0 || nranks <= 0 || bytes % pcl_ktable[i].bytes != 0) {
-    PCL_WARN(PCL_LOG_EXEC, "bad avg launch: dtype %d, %llu bytes, %d ranks", (int)dtype,
-             (unsigned long long)bytes, nranks);
-    return ncclInvalidArgument;
-  }
-  uint64_t count = bytes / pcl_ktable[i].bytes;
-  if (count == 0)
-    return ncclSuccess;
-  uint64_t blocks = (count + 511) / 512;
-  if (blocks > 1024)
-    blocks = 1024;
-  uint32_t n = (uint32_t)nranks;
-  void *params[3] = {(void *)&buf, (void *)&count, (void *)&n};
-  return launch(g_cu_kavg, i, (const void *)pcl_ktable[i].avg, (unsigned)blocks, 512, params, 0,
-                stream, "avg");
+  return launch(g_cu_kexec, i * PCL_KVARIANTS + (int)variant,
+                (const void *)pcl_ktable[i].fn[variant], (unsigned)nblocks, (unsigned)nthreads,
+                params, (unsigned)args->stride, stream, variant ? "LL kernel" : "interpreter");
 }

@@ -15,9 +15,15 @@
 
 /* Block-uniform call context, in shared memory. */
 typedef struct {
-  const pcl_kblock_t *b; /* this block's program (shared memory) */
-  char *base[3];         /* INPUT, OUTPUT, SCRATCH (this call's scratch half applied) */
-  uint64_t scratch_odd;  /* local scratch half added on odd flags (port offsets) */
+  /* This block's program, unpacked in shared memory (kernel_abi.h, the packed program). */
+  const pcl_kmemchan_t *mem;
+  const pcl_kportchan_t *port;
+  const pcl_kremote_t *remote;
+  const pcl_kop_t *ops;
+  const pcl_kref_t *refs;
+  int nops;
+  char *base[3];        /* INPUT, OUTPUT, SCRATCH (this call's scratch half applied) */
+  uint64_t scratch_odd; /* local scratch half added on odd flags (port offsets) */
   pcl_kstate_t *state;
   int32_t *sems;
   uint32_t flag;
@@ -43,7 +49,7 @@ typedef struct {
 static __device__ __forceinline__ int pcl_kref_is_scratch(const pcl_kctx_t *c,
                                                           const pcl_kref_t *r) {
   return r->kind == PCL_KBUF_SCRATCH ||
-         (r->kind == PCL_KBUF_REMOTE && c->b->remote[r->slot].kind == PCL_KBUF_SCRATCH);
+         (r->kind == PCL_KBUF_REMOTE && c->remote[r->slot].kind == PCL_KBUF_SCRATCH);
 }
 
 /* Payload offset and size of a ref in this iteration. */
@@ -74,7 +80,7 @@ static __device__ __forceinline__ pcl_kspan_t pcl_kref_span(const pcl_kctx_t *c,
   pcl_kref_range(c, r, it, &off, &size);
   char *base;
   if (r->kind == PCL_KBUF_REMOTE) {
-    const pcl_kremote_t *rm = &c->b->remote[r->slot];
+    const pcl_kremote_t *rm = &c->remote[r->slot];
     base = (char *)(uintptr_t)rm->ptr + (c->odd ? rm->odd_half : 0);
   } else {
     base = c->base[r->kind];
@@ -321,7 +327,7 @@ static __device__ __noinline__ void pcl_kport_put(const pcl_kctx_t *c, const pcl
       so += c->scratch_odd;
   }
   if (dst->kind == PCL_KBUF_REMOTE) {
-    const pcl_kremote_t *rm = &c->b->remote[dst->slot];
+    const pcl_kremote_t *rm = &c->remote[dst->slot];
     dmem = rm->mem_id;
     if (c->odd)
       dof += rm->odd_half;
@@ -345,10 +351,10 @@ static __device__ __noinline__ void pcl_kop_signal(const pcl_kctx_t *c, const pc
   uint32_t t = threadIdx.x;
   if (t < op->nids) {
     if (op->chan_type == PCL_KCHAN_PORT) {
-      const pcl_kportchan_t *pc = &c->b->port[op->ids[t]];
+      const pcl_kportchan_t *pc = &c->port[op->ids[t]];
       pcl_kport_push(c, pc, 0, pcl_fifo_w1(PCL_FIFO_TYPE_FLAG, 0, 0, 0, pc->chan_id), w);
     } else {
-      const pcl_kmemchan_t *mc = &c->b->mem[op->ids[t]];
+      const pcl_kmemchan_t *mc = &c->mem[op->ids[t]];
       if (op->type == PCL_KOP_SIGNAL)
         pcl_katomic_add_release_sys((uint64_t *)mc->remote_inbound, 1);
       else
@@ -363,11 +369,11 @@ static __device__ __noinline__ void pcl_kop_wait(const pcl_kctx_t *c, const pcl_
   if (t < op->nids) {
     uint64_t inb, exp;
     if (op->chan_type == PCL_KCHAN_PORT) {
-      inb = c->b->port[op->ids[t]].local_inbound;
-      exp = c->b->port[op->ids[t]].local_expected;
+      inb = c->port[op->ids[t]].local_inbound;
+      exp = c->port[op->ids[t]].local_expected;
     } else {
-      inb = c->b->mem[op->ids[t]].local_inbound;
-      exp = c->b->mem[op->ids[t]].local_expected;
+      inb = c->mem[op->ids[t]].local_inbound;
+      exp = c->mem[op->ids[t]].local_expected;
     }
     pcl_ksem_wait((uint64_t *)inb, (uint64_t *)exp, op->type == PCL_KOP_RLXWAIT, w);
   }
@@ -378,7 +384,7 @@ static __device__ __noinline__ void pcl_kop_flush(const pcl_kctx_t *c, const pcl
                                                   pcl_kwatch_t *w) {
   uint32_t t = threadIdx.x;
   if (t < op->nids && op->chan_type == PCL_KCHAN_PORT) {
-    const pcl_kportchan_t *pc = &c->b->port[op->ids[t]];
+    const pcl_kportchan_t *pc = &c->port[op->ids[t]];
     uint64_t pos =
         pcl_kport_push(c, pc, 0, pcl_fifo_w1(PCL_FIFO_TYPE_SYNC, 0, 0, 0, pc->chan_id), w);
     pcl_kport_wait_pos(pc, pos, w);
@@ -386,29 +392,47 @@ static __device__ __noinline__ void pcl_kop_flush(const pcl_kctx_t *c, const pcl
   __syncthreads();
 }
 
-/* Grid barrier of op->nblocks blocks on barrier[ids[0]] (protocol in kernel_abi.h). */
-static __device__ __noinline__ void pcl_kop_barrier(const pcl_kctx_t *c, const pcl_kop_t *op,
-                                                    pcl_kwatch_t *w) {
+/* The spin hooks of the grid barrier for the interpreter's watchdog. */
+static __device__ __forceinline__ void pcl_kspin_begin(pcl_kwatch_t *w) {
+  pcl_kwatch_begin(w);
+}
+static __device__ __forceinline__ int pcl_kspin_tick(pcl_kwatch_t *w) {
+  return pcl_kwatch_tick(w);
+}
+
+/* Grid barrier of n blocks on *b (protocol in kernel_abi.h), for either kernel's watchdog. */
+template <typename WATCH>
+static __device__ __forceinline__ void pcl_kgrid_barrier_t(pcl_kbarrier_t *b, uint32_t n,
+                                                           WATCH *w) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    pcl_kbarrier_t *b = &c->state->barrier[op->ids[0]];
     volatile uint32_t *gen = &b->gen;
     uint32_t g = *gen;
     __threadfence();
-    if (atomicAdd(&b->arrived, 1u) == (uint32_t)op->nblocks - 1) {
+    if (atomicAdd(&b->arrived, 1u) == n - 1) {
       atomicExch(&b->arrived, 0u);
       __threadfence();
       atomicAdd(&b->gen, 1u);
     } else {
-      pcl_kwatch_begin(w);
+      pcl_kspin_begin(w);
       while (*gen == g) {
-        if (pcl_kwatch_tick(w))
+        if (pcl_kspin_tick(w))
           break;
       }
     }
     __threadfence();
   }
   __syncthreads();
+}
+
+static __device__ __noinline__ void pcl_kgrid_barrier(pcl_kbarrier_t *b, uint32_t n,
+                                                      pcl_kwatch_t *w) {
+  pcl_kgrid_barrier_t(b, n, w);
+}
+
+static __device__ __forceinline__ void pcl_kop_barrier(const pcl_kctx_t *c, const pcl_kop_t *op,
+                                                       pcl_kwatch_t *w) {
+  pcl_kgrid_barrier(&c->state->barrier[op->ids[0]], op->nblocks, w);
 }
 
 static __device__ __noinline__ void pcl_kop_sem(const pcl_kctx_t *c, const pcl_kop_t *op,
@@ -441,7 +465,7 @@ static __device__ __noinline__ void pcl_kop_sem(const pcl_kctx_t *c, const pcl_k
 
 static __device__ __noinline__ void pcl_kop_move(const pcl_kctx_t *c, const pcl_kop_t *op,
                                                  pcl_kiter_t it, pcl_kwatch_t *w) {
-  const pcl_kref_t *src = &c->b->refs[op->ref_first];
+  const pcl_kref_t *src = &c->refs[op->ref_first];
   const pcl_kref_t *dst = src + op->nsrc;
   const int pkt = c->pkt;
   const int port = op->chan_type == PCL_KCHAN_PORT;
@@ -459,7 +483,7 @@ static __device__ __noinline__ void pcl_kop_move(const pcl_kctx_t *c, const pcl_
         type |= PCL_FIFO_TYPE_SYNC;
       __syncthreads(); /* the data this block wrote precedes the trigger's release store */
       for (uint32_t j = threadIdx.x; j < op->ndst && j < op->nids; j += blockDim.x)
-        pcl_kport_put(c, &c->b->port[op->ids[j]], &src[min((int)j, op->nsrc - 1)], &dst[j], it, 0,
+        pcl_kport_put(c, &c->port[op->ids[j]], &src[min((int)j, op->nsrc - 1)], &dst[j], it, 0,
                       type, w);
       if (op->type == PCL_KOP_PWSF)
         __syncthreads();
@@ -494,7 +518,7 @@ static __device__ __noinline__ void pcl_kop_move(const pcl_kctx_t *c, const pcl_
       /* Both sides scratch: ship the already-packetised local region. */
       __syncthreads();
       for (uint32_t j = threadIdx.x; j < op->ndst && j < op->nids; j += blockDim.x)
-        pcl_kport_put(c, &c->b->port[op->ids[j]], &src[min((int)j, op->nsrc - 1)], &dst[j], it, 1,
+        pcl_kport_put(c, &c->port[op->ids[j]], &src[min((int)j, op->nsrc - 1)], &dst[j], it, 1,
                       PCL_FIFO_TYPE_DATA, w);
       break;
     }
@@ -510,7 +534,7 @@ static __device__ __noinline__ void pcl_kop_move(const pcl_kctx_t *c, const pcl_
       pcl_kforward(NULL, 0, s.p, s.size, c->flag, pkt, w);
       __syncthreads();
       for (uint32_t j = threadIdx.x; j < op->ndst && j < op->nids; j += blockDim.x)
-        pcl_kport_put(c, &c->b->port[op->ids[j]], &src[0], &dst[j], it, 1, PCL_FIFO_TYPE_DATA, w);
+        pcl_kport_put(c, &c->port[op->ids[j]], &src[0], &dst[j], it, 1, PCL_FIFO_TYPE_DATA, w);
       break;
     }
     char *d[PCL_KMAX_SIDE];
@@ -529,7 +553,7 @@ static __device__ __noinline__ void pcl_kop_move(const pcl_kctx_t *c, const pcl_
 template <typename T, int OP>
 static __device__ __noinline__ void pcl_kop_reduce_op(const pcl_kctx_t *c, const pcl_kop_t *op,
                                                       pcl_kiter_t it, pcl_kwatch_t *w) {
-  const pcl_kref_t *src = &c->b->refs[op->ref_first];
+  const pcl_kref_t *src = &c->refs[op->ref_first];
   const pcl_kref_t *dst = src + op->nsrc;
   char *s[PCL_KMAX_SIDE], *d[PCL_KMAX_SIDE];
   int ns = min((int)op->nsrc, PCL_KMAX_SIDE), nd = min((int)op->ndst, PCL_KMAX_SIDE);
@@ -562,7 +586,7 @@ static __device__ __noinline__ void pcl_kop_reduce_op(const pcl_kctx_t *c, const
   if (nd_local < nd) {
     __syncthreads();
     for (uint32_t j = threadIdx.x; j + 2 < (uint32_t)nd && j < op->nids; j += blockDim.x)
-      pcl_kport_put(c, &c->b->port[op->ids[j]], &dst[1], &dst[j + 2], it, 1, PCL_FIFO_TYPE_DATA, w);
+      pcl_kport_put(c, &c->port[op->ids[j]], &dst[1], &dst[j + 2], it, 1, PCL_FIFO_TYPE_DATA, w);
   }
 }
 
@@ -570,7 +594,7 @@ template <typename T>
 static __device__ __forceinline__ void pcl_kop_reduce(const pcl_kctx_t *c, const pcl_kop_t *op,
                                                       pcl_kiter_t it, pcl_kwatch_t *w) {
   /* The plan's reduce_op, else the call's; avg sums here and is scaled after the plan ran
-   * (pcl_kernels_launch_avg), as the simulator defines it. */
+   * (end of pcl_kexec), as the simulator defines it. */
   int r = op->redop == PCL_KOP_REDOP_CALL ? c->redop : op->redop;
   if (r == ncclAvg)
     r = ncclSum;

@@ -25,6 +25,8 @@ extern "C" {
 #define PCL_KABI_MAX_REMOTES 16     /* remote-buffer slots per block */
 #define PCL_KABI_MAX_OP_IDS 16      /* channel slots / semaphore ids of one op */
 #define PCL_KABI_MAX_BARRIERS 16    /* grid barrier ids per plan */
+#define PCL_KABI_LL_MAX_SRC 9       /* LL fast path: sources of one packet op (1 + 8 peers) */
+#define PCL_KABI_LL_MAX_THREADS 512 /* LL fast path: threads per block (128 registers each) */
 #define PCL_KABI_MAX_SEMAPHORES 256 /* intra-GPU device semaphores per plan */
 #define PCL_KABI_MAX_BLOCKS                                                                        \
   1024 /* blocks per plan (grid barriers need co-residency: the                                    \
@@ -188,6 +190,12 @@ typedef struct PCL_KABI_ALIGN(8) {
 #define PCL_KOP_REDOP_CALL 0xffu
 PCL_KABI_ASSERT(sizeof(pcl_kop_t) == 48, "op layout");
 
+/* pcl_kblock_t.flags. FUSED_PPKT_REPKT: the block's ops are exactly [ppkt S -> packets D1..Dk,
+ * repkt S + packets P1..Pk -> O] over memory channels, every range of one size, O either S or in
+ * another buffer: the one-phase LL allreduce of every shipped plan. The LL kernel then runs both
+ * ops as one pass per element (S loaded once, kept in registers), with the ops' results. */
+#define PCL_KBLOCK_FUSED_PPKT_REPKT 1u
+
 /* ---- the per-block program ----
  * Every block copies the header and the used prefix of each array (by the counts in the header)
  * into dynamic shared memory at kernel start with 16-byte loads, so the struct's size and its
@@ -198,7 +206,7 @@ typedef struct PCL_KABI_ALIGN(16) {
   uint8_t nmem;
   uint8_t nport;
   uint8_t nremote;
-  uint8_t reserved0;
+  uint8_t flags; /* PCL_KBLOCK_*: set by the host after building (pcl_exec_mark_fused) */
   uint64_t reserved1;
   pcl_kmemchan_t mem[PCL_KABI_MAX_MEMCHANS];
   pcl_kportchan_t port[PCL_KABI_MAX_PORTCHANS];
@@ -213,13 +221,50 @@ PCL_KABI_ASSERT(offsetof(pcl_kblock_t, mem) % 16 == 0 && offsetof(pcl_kblock_t, 
                 "arrays start on 16-byte boundaries: they are copied by prefix");
 PCL_KABI_ASSERT(sizeof(pcl_kblock_t) <= 16 * 1024, "block program fits the shared budget");
 
+/* ---- the packed program (what the device holds and copies) ----
+ * The kernel copies its block's program into shared memory with ONE round of parallel 16-byte
+ * loads (no load depends on another), so the device holds each block packed: the 16-byte
+ * header of pcl_kblock_t, then the used prefix of each table in the order mem, port, remote,
+ * ops, refs, each starting on a 16-byte boundary (offsets follow from the counts alone). Every
+ * block of a program is padded to one stride (the largest block's size), so block b's image
+ * starts at b * stride bytes; the stride is also the kernel's dynamic shared memory. */
+#define PCL_KPACK_ALIGN16(x) (((x) + 15u) & ~15u)
+#ifdef __CUDACC__
+#define PCL_KABI_HD __host__ __device__
+#else
+#define PCL_KABI_HD
+#endif
+/* Byte offsets of mem, port, remote, ops, refs and the total size of a packed block. */
+static inline PCL_KABI_HD void pcl_kpack_offsets(const pcl_kblock_t *hdr, uint32_t off[5],
+                                                 uint32_t *bytes) {
+  uint32_t o = 16;
+  off[0] = o;
+  o += PCL_KPACK_ALIGN16((uint32_t)hdr->nmem * (uint32_t)sizeof(pcl_kmemchan_t));
+  off[1] = o;
+  o += PCL_KPACK_ALIGN16((uint32_t)hdr->nport * (uint32_t)sizeof(pcl_kportchan_t));
+  off[2] = o;
+  o += PCL_KPACK_ALIGN16((uint32_t)hdr->nremote * (uint32_t)sizeof(pcl_kremote_t));
+  off[3] = o;
+  o += PCL_KPACK_ALIGN16((uint32_t)hdr->nops * (uint32_t)sizeof(pcl_kop_t));
+  off[4] = o;
+  o += PCL_KPACK_ALIGN16((uint32_t)hdr->nrefs * (uint32_t)sizeof(pcl_kref_t));
+  *bytes = o;
+}
+
 /* ---- per-communicator device state (device memory, zeroed at creation) ----
- * Flag protocol (graph-safe, lock-step across ranks): every block of a call reads
- * flag = state->flag + 1 at its start. At its end each block does __syncthreads, then thread 0
- * does __threadfence and atomicAdd(&done, 1); the block that sees nblocks-1 (the last one, so
- * every block already read the flag) resets done to 0 and stores state->flag = flag. Kernels of
- * one communicator are stream-ordered, so the next call reads flag + 1. Nothing on the host
- * touches the flag after creation, so CUDA graph replays advance it exactly like eager calls.
+ * Flag protocol (graph-safe, lock-step across ranks, no grid-wide synchronisation for grids of
+ * up to PCL_KABI_FLAG_SLOTS blocks): flag[] holds one slot per block index, all equal between
+ * calls. Block b of a call of G <= PCL_KABI_FLAG_SLOTS blocks reads f = flag[b] + 1 at its start
+ * and, at its end, stores f into every slot j with j % G == b. Within the call slot b is read only
+ * by block b (thread 0, before it stores), and the other slots it writes belong to no block of
+ * this grid, so no block sees a neighbour's update; after the call every slot holds f whatever
+ * grid size the next call has. A larger grid (rare: beyond the shipped plans' 32 blocks) reads
+ * slot b % PCL_KABI_FLAG_SLOTS and ends with a counter: each block's thread 0 adds 1 to `done`
+ * after its flag read; the block that sees G - 1 resets done and stores f into every slot.
+ * Kernels of one communicator are stream-ordered, so the next call reads f in every slot.
+ * Nothing on the host touches the flags after creation, so CUDA graph replays advance them
+ * exactly like eager calls. (This replaced a counter at every call's end: a fence and an atomic
+ * round trip, ~1 us of a small call.)
  * Barrier protocol (barrier[id], any block count): g = gen (volatile); if
  * atomicAdd(&arrived, 1) == n-1 { arrived = 0; threadfence; gen = g + 1 } else spin while gen == g.
  * The generation cannot advance before this block arrives, so reading g first is safe. */
@@ -228,13 +273,35 @@ typedef struct {
   uint32_t gen;
 } pcl_kbarrier_t;
 
+#define PCL_KABI_FLAG_SLOTS 128
+
 typedef struct PCL_KABI_ALIGN(16) {
-  uint64_t flag; /* flag of the last completed call; 0 before the first */
-  uint32_t done; /* blocks of the running call that finished */
-  uint32_t reserved0;
+  uint64_t flag[PCL_KABI_FLAG_SLOTS]; /* flag of the last completed call; 0 before the first */
   pcl_kbarrier_t barrier[PCL_KABI_MAX_BARRIERS];
+  pcl_kbarrier_t avg_barrier; /* avg calls: every block's ops done before any block scales */
+  uint32_t done;              /* grids beyond PCL_KABI_FLAG_SLOTS blocks: blocks finished */
+  uint32_t reserved;
 } pcl_kstate_t;
-PCL_KABI_ASSERT(sizeof(pcl_kstate_t) == 16 + 8 * PCL_KABI_MAX_BARRIERS, "state layout");
+PCL_KABI_ASSERT(sizeof(pcl_kstate_t) == 8 * PCL_KABI_FLAG_SLOTS + 8 * PCL_KABI_MAX_BARRIERS + 16,
+                "state layout");
+
+/* Phase timing of block 0, accumulated over calls; written only when the kernels are built with
+ * PCL_KPROF (CMake -DPCL_KPROF=ON) and the executor passes a buffer. One writer (block 0, thread
+ * 0) and calls in stream order, so plain read-modify-writes suffice. clk_* are SM clock cycles
+ * (clock64: exact inside a block); ns_total over the same span converts them to nanoseconds. */
+typedef struct PCL_KABI_ALIGN(16) {
+  uint64_t calls;
+  uint64_t ns_total;                 /* globaltimer, entry -> end of the call protocol */
+  uint64_t clk_total;                /* clock64, the same span */
+  uint64_t clk_ready;                /* entry -> program and call context ready */
+  uint64_t clk_op[PCL_KABI_MAX_OPS]; /* top-level op i (a pipeline is one op) */
+  uint64_t clk_tail;                 /* end of the last op -> end of the call protocol */
+  uint64_t ns_gap;                   /* previous call's end -> this call's entry (globaltimer) */
+  uint64_t gaps;                     /* calls counted in ns_gap (gaps under 1 ms only) */
+  uint64_t last_end_ns;
+  uint32_t nops; /* top-level ops of block 0 in the last call */
+  uint32_t reserved;
+} pcl_kprof_t;
 
 /* Kernel-side errors, written once (first error wins, atomicCAS from 0) to *error, which lives in
  * pinned host memory mapped into the device so the host reads it without synchronising. */
@@ -246,7 +313,7 @@ PCL_KABI_ASSERT(sizeof(pcl_kstate_t) == 16 + 8 * PCL_KABI_MAX_BARRIERS, "state l
 /* Kernel arguments, passed by value. User buffers are arguments (not baked into the program),
  * so one device program serves every buffer pair of the same shape. */
 typedef struct PCL_KABI_ALIGN(16) {
-  const pcl_kblock_t *blocks; /* gridDim.x programs */
+  const void *blocks; /* gridDim.x packed programs, `stride` bytes apart */
   pcl_kstate_t *state;
   int32_t *sems;                       /* this program's device semaphores (counting) */
   const volatile uint32_t *abort_flag; /* host-mapped; nonzero = give up */
@@ -256,12 +323,15 @@ typedef struct PCL_KABI_ALIGN(16) {
   uint64_t scratch;                    /* scratch base of this plan (first half) */
   uint64_t scratch_half;               /* bytes to add on odd flags (double scratch), else 0 */
   uint64_t timeout_ns;                 /* 0 = spin forever (still polling abort) */
-  uint32_t nranks;                     /* ranks (informational; avg is scaled by a second kernel) */
-  uint8_t pkt;                         /* pcl_kpkt_t */
-  uint8_t redop;                       /* pcl_kredop_t (kernels.h) */
-  uint8_t reserved[10];
+  pcl_kprof_t *prof;                   /* phase timing (PCL_KPROF builds), else NULL */
+  uint64_t avg_out;   /* avg calls: the rank's result region, scaled by 1/nranks (floats) or */
+  uint64_t avg_count; /* divided by nranks (integers) once every block's ops are done; 0: none */
+  uint32_t nranks;    /* ranks (the avg divisor) */
+  uint8_t pkt;        /* pcl_kpkt_t */
+  uint8_t redop;      /* pcl_kredop_t (kernels.h) */
+  uint16_t stride;    /* bytes between packed blocks (multiple of 16) */
 } pcl_kargs_t;
-PCL_KABI_ASSERT(sizeof(pcl_kargs_t) == 96, "kernel args layout");
+PCL_KABI_ASSERT(sizeof(pcl_kargs_t) == 112, "kernel args layout");
 
 #ifdef __cplusplus
 }

@@ -35,15 +35,20 @@ size_t pcl_kernels_smem_bytes(void);
  * device. Call once per device at communicator init; cheap on later calls. */
 ncclResult_t pcl_kernels_load_all(void);
 
-/* Launches the interpreter for `dtype` with nblocks x nthreads on `stream` (capture-safe: a plain
- * kernel launch). ncclInvalidArgument for an unsupported dtype or shape. */
-ncclResult_t pcl_kernels_launch(ncclDataType_t dtype, const pcl_kargs_t *args, int nblocks,
-                                int nthreads, cudaStream_t stream);
+/* The kernels that run a program: the interpreter (any valid plan) and the LL fast path
+ * (programs of packet ops over memory channels only: pcl_exec_ll_eligible). */
+typedef enum { PCL_KVAR_INTERP = 0, PCL_KVAR_LL = 1, PCL_KVARIANTS = 2 } pcl_kvariant_t;
 
-/* avg (the simulator's definition): after the plan ran with sum, scale the rank's result region
- * [buf, buf + bytes) by 1/nranks (floats) or divide it by nranks (integers, truncating). */
-ncclResult_t pcl_kernels_launch_avg(ncclDataType_t dtype, void *buf, uint64_t bytes, int nranks,
-                                    cudaStream_t stream);
+/* Launches `variant` for `dtype` with nblocks x nthreads on `stream` (capture-safe: a plain
+ * kernel launch). ncclInvalidArgument for an unsupported dtype, variant or shape. */
+ncclResult_t pcl_kernels_launch(ncclDataType_t dtype, pcl_kvariant_t variant,
+                                const pcl_kargs_t *args, int nblocks, int nthreads,
+                                cudaStream_t stream);
+
+/* How many blocks of `nthreads` threads fit on the CURRENT device at once (the least over the
+ * dtypes and kernel variants: occupancy per SM x SMs); 0 on error. Spinning blocks that
+ * wait on each other must all be resident, so a launch needing more could hang. */
+int pcl_kernels_resident_blocks(int nthreads);
 
 #ifdef __cplusplus
 }

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The one command for the GPU machine: builds planccl (dependencies from .gpu/ when the host has
-# no package registry), runs the GPU tests (ctest label gpu), the PyTorch tests under torchrun,
-# and the side-by-side benchmark, and prints a short summary table last.
-# Usage: scripts/gpu_check.sh [quick|build]   (quick: no benchmark; build: build and install
-# only; logs go to $OUT or build-gpu/logs)
+# The one command for the GPU machine, one GPU or more: builds planccl (dependencies from .gpu/
+# when the host has no package registry) twice, as shipped and with the kernels' phase timing
+# (-DPCL_KPROF=ON), runs every plan on the GPUs against the simulator (exec_plans), the plan vs
+# hand-written kernel benchmark (planccl-refbench, 2/4/8 ranks), the other GPU tests (ctest label
+# gpu; those that need two devices skip with 77 below that), and with 2+ GPUs the PyTorch test and
+# the NCCL side-by-side benchmark; prints a summary table last.
+# Usage: scripts/gpu_check.sh [quick|build|full]   (quick: exec_plans --quick and the benchmark
+# only; build: build only; full, the default: everything). Logs go to $OUT or build-gpu/logs.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PLANCCL_SOCKET_IFNAME=${PLANCCL_SOCKET_IFNAME:-lo}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+mode=${1:-full}
 logs=${OUT:-$root/build-gpu/logs}
 mkdir -p "$logs"
 summary=()
@@ -28,51 +33,70 @@ fi
 export CMAKE_ARGS="${CMAKE_ARGS:-} $args"
 source scripts/common.sh
 pcl_install_deps || exit 1
-mkdir -p build-gpu
-if ! pcl_build build-gpu >"$logs/build.log" 2>&1; then
-  tail -50 "$logs/build.log"; echo "BUILD FAILED"; exit 1
-fi
+mkdir -p build-gpu build-gpu-prof
+# Both builds at once (the kernels' translation unit dominates and compiles on one core each).
+pcl_build build-gpu >"$logs/build.log" 2>&1 &
+b1=$!
+PCL_BUILD_TARGET=planccl-refbench pcl_build build-gpu-prof -DPCL_KPROF=ON -DPCL_BUILD_TESTS=OFF \
+  >"$logs/build_prof.log" 2>&1 &
+b2=$!
+wait $b1 || { tail -50 "$logs/build.log"; echo "BUILD FAILED"; exit 1; }
+wait $b2 || { tail -50 "$logs/build_prof.log"; echo "BUILD (PCL_KPROF) FAILED"; exit 1; }
 cmake --install build-gpu >/dev/null
-grep 'took' "$logs/build.log"
+grep -h 'took' "$logs/build.log" "$logs/build_prof.log"
 export PLANCCL_NCCL_LIB=${PLANCCL_NCCL_LIB:-$(scripts/find_real_nccl.sh)}
-echo "real NCCL: $PLANCCL_NCCL_LIB"
-[ "${1:-}" = build ] && exit 0
+ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+echo "real NCCL: $PLANCCL_NCCL_LIB; GPUs: $ngpus"
+[ "$mode" = build ] && exit 0
 
-# PCL_GPU_CTEST_ARGS adds ctest arguments, e.g. "-E transport_memchan" to skip a long test.
+# Every plan on the GPUs, bit for bit against the simulator.
+xargs_q=""
+[ "$mode" = quick ] && xargs_q="--quick"
+# PCL_EXEC_PLANS_ARGS adds arguments (e.g. "--ranks 2" to split a long run over two calls).
 # shellcheck disable=SC2086
-( cd build-gpu && ctest -L gpu -V --timeout 300 ${PCL_GPU_CTEST_ARGS:-} ) >"$logs/gpu_tests.log" 2>&1
+PCL_SOURCE_DIR=$root timeout "${PCL_EXEC_PLANS_TIMEOUT:-900}" build-gpu/test/gpu/exec_plans $xargs_q \
+  ${PCL_EXEC_PLANS_ARGS:-} >"$logs/exec_plans.log" 2>&1
 rc=$?
-grep -E 'tests passed|Test +#[0-9]+:|\*\*\*|first failure|ran on plans|mismatch' "$logs/gpu_tests.log" | tail -40
-note "gpu ctest: $(grep -E 'tests passed' "$logs/gpu_tests.log" || echo 'no result') (rc $rc)"
-# The numbers the issues ask for, pulled from the test logs (ctest -V prefixes "N: ").
-t=$(sed -E 's/^[0-9]+: //' "$logs/gpu_tests.log")
-while IFS= read -r l; do note "  $l"; done < <(
-  printf '%s\n' "$t" | grep -E -A9 '^mode +rank +cases' | grep -E '^(mode|thread|proc) '
-  printf '%s\n' "$t" | grep -E -A12 '^ping-pong one way' | grep -E '^ *(\(|memchan|variant)'
-  printf '%s\n' "$t" | grep -E '^(ce|tcp) .*(MiB|1-way)|copy engine at')
+sed -n '/^mode  *ranks/,$p' "$logs/exec_plans.log"
+[ $rc = 124 ] && echo "exec_plans: TIMED OUT (see $logs/exec_plans.log)"
+note "exec_plans $xargs_q: rc $rc, $(grep -E '^exec_plans: [0-9]+ passed' "$logs/exec_plans.log" || echo 'no result')"
 
-if [ -x test/torch/run.sh ]; then
-  test/torch/run.sh "$root/build-gpu/install" >"$logs/torch.log" 2>&1
-  trc=$?
-  tail -30 "$logs/torch.log"
-  note "torch tests: rc $trc"
-fi
+# A plan vs the hand-written kernel of its algorithm, same ranks, buffers and launch shape: on the
+# LL fast-path kernel (what users' calls take), on the interpreter (PLANCCL_LL_KERNEL=0), and the
+# phase breakdown from the PCL_KPROF build (its own timings carry the timers' cost).
+for v in "build-gpu ll" "build-gpu interp" "build-gpu-prof ll" "build-gpu-prof interp"; do
+  set -- $v
+  ll=1; [ "$2" = interp ] && ll=0
+  PLANCCL_LL_KERNEL=$ll PCL_SOURCE_DIR=$root timeout "${PCL_REFBENCH_TIMEOUT:-240}" \
+    "$1/bench/planccl-refbench" --ranks 2,4,8 >"$logs/refbench_$1_$2.log" 2>&1
+  echo "== planccl-refbench ($1, $2): rc $?"
+  grep -vE '^\s*$' "$logs/refbench_$1_$2.log" | grep -v '^# empty' | tail -40
+  note "refbench ($1, $2): $(grep -E '^REFBENCH' "$logs/refbench_$1_$2.log" || echo 'no result')"
+done
 
-if [ "${1:-}" != quick ] && [ -x build-gpu/install/bin/planccl-bench ]; then
-  for coll in allreduce allgather reducescatter; do
-    f=4; [ $coll = allreduce ] && f=2
-    build-gpu/install/bin/planccl-bench --coll $coll -b 1K -e 256M -f $f -g 2 \
+if [ "$mode" = full ]; then
+  # The other GPU tests (exec_plans ran above); two-device tests skip with 77 on one GPU.
+  ( cd build-gpu && ctest -L gpu -E '^exec_plans$' -V --timeout 300 ${PCL_GPU_CTEST_ARGS:-} ) \
+    >"$logs/gpu_tests.log" 2>&1
+  rc=$?
+  grep -E 'tests passed|Test +#[0-9]+:|\*\*\*|first failure|mismatch' "$logs/gpu_tests.log" | tail -40
+  note "gpu ctest (other tests): $(grep -E 'tests passed' "$logs/gpu_tests.log" || echo 'no result') (rc $rc)"
+  if [ "$ngpus" -ge 2 ] && [ -x test/torch/run.sh ]; then
+    test/torch/run.sh "$root/build-gpu/install" >"$logs/torch.log" 2>&1
+    note "torch tests: rc $?"
+  fi
+  if [ "$ngpus" -ge 2 ] && [ -x build-gpu/install/bin/planccl-bench ]; then
+    for coll in allreduce allgather reducescatter; do
+      f=4; [ $coll = allreduce ] && f=2
+      build-gpu/install/bin/planccl-bench --coll $coll -b 1K -e 256M -f $f -g 2 \
+        --lib "planccl=$root/build-gpu/install/lib/libplanccl.so" --lib "nccl=$PLANCCL_NCCL_LIB" \
+        2>&1 | tee "$logs/bench_$coll.log" | tail -25
+    done
+    build-gpu/install/bin/planccl-bench --coll allreduce -b 1K -e 1K -g 2 -G 0 -n 10 --hostpath \
       --lib "planccl=$root/build-gpu/install/lib/libplanccl.so" --lib "nccl=$PLANCCL_NCCL_LIB" \
-      2>&1 | tee "$logs/bench_$coll.log" | tail -25
-  done
-  build-gpu/install/bin/planccl-bench --coll allreduce -b 1K -e 1K -g 2 -G 0 -n 10 --hostpath \
-    --lib "planccl=$root/build-gpu/install/lib/libplanccl.so" --lib "nccl=$PLANCCL_NCCL_LIB" \
-    2>&1 | grep '^# host path' | tee "$logs/hostpath.log"
-  # The same call launched through the runtime (cudaLaunchKernel) instead of the driver.
-  PLANCCL_LAUNCH_RUNTIME=1 build-gpu/install/bin/planccl-bench --coll allreduce -b 1K -e 1K -g 2 \
-    -G 0 -n 10 --hostpath --lib "planccl=$root/build-gpu/install/lib/libplanccl.so" \
-    2>&1 | grep '^# host path of' | sed 's/^/[PLANCCL_LAUNCH_RUNTIME=1] /' | tee -a "$logs/hostpath.log"
-  while IFS= read -r l; do note "  $l"; done <"$logs/hostpath.log"
+      2>&1 | grep '^# host path' | tee "$logs/hostpath.log"
+    while IFS= read -r l; do note "  $l"; done <"$logs/hostpath.log"
+  fi
 fi
 echo
 echo "===== summary ====="

@@ -219,7 +219,8 @@ ncclResult_t pcl_comm_res_create(pcl_bootstrap_t *boot, int cuda_dev, struct pcl
                             .memchan = p->memchan, .portchan = p->portchan,
                             .scratch = p->scratch->ptr,
                             .scratch_bytes = p->scratch_bytes,
-                            .timeout_s = pcl_param_timeout_s()};
+                            .timeout_s = pcl_param_timeout_s(),
+                            .dev_ranks = pcl_topo_max_ranks_per_gpu(p->topo)};
   ok = pcl_exec_ctx_create(&ecfg, &p->exec) == ncclSuccess;
   if (!ok) p->exec = NULL;
   PCL_CHECK_GOTO(agree_all(boot, ok, hash, &all_ok, &same), res, fail_comm);

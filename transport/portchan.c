@@ -278,6 +278,13 @@ ncclResult_t pcl_portchan_info(const pcl_portchan_t *pc, int peer, int channel,
   return ncclSuccess;
 }
 
+uint64_t pcl_portchan_remote_bytes(const pcl_portchan_t *pc, uint32_t id, int peer) {
+  pcl_mem_remote_t r;
+  if (pc == NULL || !pcl_portchan_connected(pc, peer))
+    return 0;
+  return pcl_proxy_mem_remote(pc->proxy, id, peer, &r) ? r.size : 0;
+}
+
 ncclResult_t pcl_portchan_error(const pcl_portchan_t *pc) {
   return pcl_proxy_error(pc->proxy);
 }

@@ -62,6 +62,10 @@ int pcl_portchan_nchannels(const pcl_portchan_t *pc);
 pcl_transport_kind_t pcl_portchan_kind(const pcl_portchan_t *pc, int peer);
 ncclResult_t pcl_portchan_info(const pcl_portchan_t *pc, int peer, int channel,
                                pcl_portchan_info_t *out);
+/* Bytes that connected `peer` exposes under memory id `id` (its scratch size for
+ * PCL_PORTCHAN_MEM_SCRATCH), 0 when it exposes nothing there or is not connected. Ranks may size
+ * their scratch differently: port offsets into a peer's double-buffered scratch need its half. */
+uint64_t pcl_portchan_remote_bytes(const pcl_portchan_t *pc, uint32_t id, int peer);
 /* The proxy's first error (ncclSuccess while healthy). */
 ncclResult_t pcl_portchan_error(const pcl_portchan_t *pc);
 

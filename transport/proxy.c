@@ -227,6 +227,15 @@ ncclResult_t pcl_proxy_mem_set_remote(pcl_proxy_t *p, uint32_t id, int peer,
   return ncclSuccess;
 }
 
+int pcl_proxy_mem_remote(const pcl_proxy_t *p, uint32_t id, int peer, pcl_mem_remote_t *out) {
+  memset(out, 0, sizeof(*out));
+  if (id >= PCL_FIFO_MAX_MEMORIES || peer < 0 || peer >= p->cfg.nranks || !mem_used(&p->mem[id]) ||
+      !mem_remote_set(&p->mem[id], peer))
+    return 0;
+  *out = p->mem[id].remote[peer];
+  return 1;
+}
+
 static void mem_free_entry(pcl_proxy_t *p, mem_entry_t *m) {
   for (int k = 1; k < PCL_TRANSPORT_COUNT; k++)
     if (p->inited[k])

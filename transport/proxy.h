@@ -57,6 +57,9 @@ ncclResult_t pcl_proxy_mem_reg(pcl_proxy_t *p, uint32_t id, void *base, size_t s
  * peer-mapped address in this process). Once per (id, peer) while the proxy runs. */
 ncclResult_t pcl_proxy_mem_set_remote(pcl_proxy_t *p, uint32_t id, int peer,
                                       const pcl_mem_remote_t *remote);
+/* Copies what `peer` exported for region `id` into *out: 1 when recorded, else 0 (*out zeroed).
+ * Not concurrent with pcl_proxy_mem_dereg of the same id. */
+int pcl_proxy_mem_remote(const pcl_proxy_t *p, uint32_t id, int peer, pcl_mem_remote_t *out);
 /* Withdraws region `id` (the caller guarantees no trigger naming it is queued or in flight). */
 ncclResult_t pcl_proxy_mem_dereg(pcl_proxy_t *p, uint32_t id);
 ncclResult_t pcl_proxy_channel_set(pcl_proxy_t *p, uint32_t channel_id,

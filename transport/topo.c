@@ -243,6 +243,18 @@ int pcl_topo_ranks_per_node(const pcl_topo_t *t) {
       return -1;
   return t->node_nranks[0];
 }
+int pcl_topo_max_ranks_per_gpu(const pcl_topo_t *t) {
+  int most = 0;
+  for (int a = 0; a < t->nranks; a++) {
+    int n = 0;
+    for (int b = 0; b < t->nranks; b++)
+      n += t->ranks[b].host_hash == t->ranks[a].host_hash && t->ranks[a].bus_id[0] != '\0' &&
+           strcmp(t->ranks[b].bus_id, t->ranks[a].bus_id) == 0;
+    if (n > most)
+      most = n;
+  }
+  return most > 0 ? most : 1;
+}
 int pcl_topo_same_host(const pcl_topo_t *t, int a, int b) {
   return in_range(t, a) && in_range(t, b) && t->ranks[a].host_hash == t->ranks[b].host_hash;
 }

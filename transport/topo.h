@@ -46,6 +46,8 @@ int pcl_topo_local_rank(const pcl_topo_t *t, int rank);
 int pcl_topo_ranks_per_node(const pcl_topo_t *t);
 
 int pcl_topo_same_host(const pcl_topo_t *t, int a, int b);
+/* The most ranks on one GPU (same host, same PCI bus id); 1 when no rank has a GPU. */
+int pcl_topo_max_ranks_per_gpu(const pcl_topo_t *t);
 int pcl_topo_same_process(const pcl_topo_t *t, int a, int b);
 /* 1 when rank a's GPU can read/write rank b's GPU memory through a peer mapping (same host,
  * checked with cudaDeviceCanAccessPeer from a's process, or the same GPU); 0 otherwise or

@@ -1,11 +1,16 @@
 # SPDX-License-Identifier: MIT
-# Executor + kernels GPU test: every 2-rank plan against the collective's definition (all dtypes
-# and ops, in/out-of-place, several sizes), CUDA graphs, plan switching, two communicators and
-# the LL allreduce latency; two threads, then two processes. Run on a 2-GPU machine:
+# Executor + kernels GPU test: every plan (2, 4, 8 ranks, multi-node with emulated hosts) against
+# the CPU simulator's output bit for bit (all dtypes and ops, in/out-of-place, LL16/LL8, several
+# sizes), CUDA graphs for every plan kind, plan switching, two communicators and the latency;
+# ranks as threads sharing the GPUs (rank r on GPU r % ngpus), as processes with a GPU per rank.
+# Runs on one GPU or more:
 #   ctest --test-dir <build> -L gpu -R exec_plans --output-on-failure
 # or directly: PCL_SOURCE_DIR=<src> <build>/test/gpu/exec_plans [--only thread|proc] [--quick]
+#   [--ranks 2,4,8] [--filter a,b] [--port-kind ce|tcp] [--port-only] [--no-graph]
 if(TARGET pcl_exec AND TARGET pcl_kernels AND NOT PCL_SANITIZE)
-  add_executable(exec_plans ${CMAKE_CURRENT_LIST_DIR}/exec_plans.cu)
+  add_executable(exec_plans ${CMAKE_CURRENT_LIST_DIR}/exec_plans.cu
+                 ${CMAKE_CURRENT_LIST_DIR}/exec_rank.cu ${CMAKE_CURRENT_LIST_DIR}/exec_sweep.cu
+                 ${CMAKE_CURRENT_LIST_DIR}/exec_rankmain.cu)
   pcl_target_defaults(exec_plans)
   target_link_libraries(exec_plans PRIVATE pcl_exec pcl_plan pcl_transport pcl_kernels pcl_common)
   add_test(NAME exec_plans COMMAND exec_plans)

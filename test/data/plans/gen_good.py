@@ -264,10 +264,146 @@ def rs2_ll():
                       [tb(0, ops, mem=[0], rmem=[0])]))
     return plan("test_rs2_ll", "reducescatter", "LL", False, gs, double=True)
 
+# ---- Port-channel op coverage (2 ranks, one host) -------------------------------------------
+
+def ar2_port_rppkt():
+    # 2-rank LL allreduce, out of place, every packet through a port channel. Scratch slots:
+    # 0 my chunk q as packets (staging), 1 q's packets of my chunk, 2 my result as packets, 3
+    # q's result. cpkt i[q] -> slot 0; port ppkt slot 0 -> q's slot 1; recpkt i[r] + slot 1 ->
+    # o[r] and packets in slot 2; port rppkt (waits for slot 2's packets, then the proxy copies
+    # them) -> q's slot 3; upkt slot 3 -> o[q]. Every DMA source is rewritten only two calls
+    # later (double scratch), when the peer has consumed it.
+    gs = []
+    for r in range(2):
+        q = 1 - r
+        ops = [op("cpkt", src_buff=[L("i", q)], dst_buff=[L("s", 0)]),
+               op("nop"),
+               op("ppkt", channel_type="port", channel_ids=[0], src_buff=[L("s", 0)],
+                  dst_buff=[R(0, 1)]),
+               op("recpkt", src_buff=[L("i", r), L("s", 1)], dst_buff=[L("o", r), L("s", 2)]),
+               op("rppkt", channel_type="port", channel_ids=[0], src_buff=[L("s", 2)],
+                  dst_buff=[R(0, 3)]),
+               op("upkt", src_buff=[L("s", 3)], dst_buff=[L("o", q)])]
+        gs.append(gpu(r, 2, 2, 4, [{"channel_type": "port", "connected_to": [q]}],
+                      [{"rank": q, "type": "s", "access_channel_types": ["port"]}],
+                      [tb(0, ops, port=[0], rport=[0])]))
+    return plan("test_ar2_port_rppkt", "allreduce", "LL", False, gs, hi=256 << 10, double=True)
+
+def ag2_port_put_signal():
+    # 2-rank Simple allgather, out of place, a port put followed by its own signal and flush.
+    # Entry handshake (q is in this call, its o[r] is free); copy input -> o[r]; port put input
+    # -> q's o[r]; signal (the FIFO orders it after the put); flush (my input may be reused);
+    # wait for q's signal (q's input has landed in my o[q]).
+    gs = []
+    for r in range(2):
+        q = 1 - r
+        ops = [op("signal", channel_type="port", channel_ids=[0]),
+               op("wait", channel_type="port", channel_ids=[0]),
+               op("copy", src_buff=[L("i", 0)], dst_buff=[L("o", r)]),
+               op("put", channel_type="port", channel_ids=[0], src_buff=[L("i", 0)],
+                  dst_buff=[R(0, r)]),
+               op("signal", channel_type="port", channel_ids=[0]),
+               op("flush", channel_type="port", channel_ids=[0]),
+               op("wait", channel_type="port", channel_ids=[0])]
+        gs.append(gpu(r, 1, 2, 0, [{"channel_type": "port", "connected_to": [q]}],
+                      [{"rank": q, "type": "o", "access_channel_types": ["port"]}],
+                      [tb(0, ops, port=[0], rport=[0])]))
+    return plan("test_ag2_port_put_signal", "allgather", "Simple", False, gs)
+
+# ---- Multi-node (planccl's nranks_per_node: host h = ranks h*n .. h*n+n-1) ------------------
+# Memory channels only inside a host, port channels between hosts.
+
+def mn_ar_2x1():
+    # 2 hosts x 1 rank, Simple allreduce, out of place, port channels only (put-with-signal-
+    # and-flush). Rank r owns chunk r, q = 1 - r. Entry handshake (q's scratch and o[r] are free);
+    # pwsf i[q] -> q's scratch[0] (flushed: my input is no longer read); wait (q's chunk r is in
+    # my scratch[0]); o[r] = i[r] + scratch[0]; pwsf o[r] -> q's o[r]; wait (q's o[q] is here).
+    gs = []
+    for r in range(2):
+        q = 1 - r
+        ops = [op("signal", channel_type="port", channel_ids=[0]),
+               op("wait", channel_type="port", channel_ids=[0]),
+               op("pwsf", channel_type="port", channel_ids=[0], src_buff=[L("i", q)],
+                  dst_buff=[R(0, 0)]),
+               op("wait", channel_type="port", channel_ids=[0]),
+               op("re", src_buff=[L("i", r), L("s", 0)], dst_buff=[L("o", r)]),
+               op("nop"),
+               op("pwsf", channel_type="port", channel_ids=[0], src_buff=[L("o", r)],
+                  dst_buff=[R(1, r)]),
+               op("wait", channel_type="port", channel_ids=[0])]
+        gs.append(gpu(r, 2, 2, 1, [{"channel_type": "port", "connected_to": [q]}],
+                      [{"rank": q, "type": "s", "access_channel_types": ["port"]},
+                       {"rank": q, "type": "o", "access_channel_types": ["port"]}],
+                      [tb(0, ops, port=[0], rport=[0, 1])]))
+    return plan("test_mn_ar_2x1", "allreduce", "Simple", False, gs, nranks_per_node=1)
+
+def mn_peers(r):
+    # 2 hosts x 2 ranks: local index j, the local peer l (same host) and the remote peer x (same
+    # local index on the other host).
+    return r & 1, r ^ 1, r ^ 2
+
+def mn_ar_2x2():
+    # 2 hosts x 2 ranks, hierarchical LL allreduce, in place. Half j of the data belongs to the
+    # ranks of local index j. Scratch slots: 0 l's half j, 1 my host's partial of half j as
+    # packets, 2 the other host's partial, 3 l's final half. Inside the host (memory): ppkt
+    # i[1-j] -> l's slot 0; recpkt i[j] + slot 0 -> i[j] (host partial) and packets in slot 1.
+    # Between hosts (port): rppkt slot 1 -> x's slot 2. Inside the host: respkt i[j] + slot 2 ->
+    # i[j] (final: own host's partial + the other's, the same bits on both hosts since a + b ==
+    # b + a) and as packets into l's slot 3; upkt slot 3 -> i[1-j].
+    gs = []
+    for r in range(4):
+        j, l, x = mn_peers(r)
+        ops = [op("ppkt", channel_type="memory", src_buff=[L("i", 1 - j)], dst_buff=[R(0, 0)]),
+               op("recpkt", src_buff=[L("i", j), L("s", 0)], dst_buff=[L("i", j), L("s", 1)]),
+               op("rppkt", channel_type="port", channel_ids=[0], src_buff=[L("s", 1)],
+                  dst_buff=[R(0, 2)]),
+               op("respkt", channel_type="memory", src_buff=[L("i", j), L("s", 2)],
+                  dst_buff=[L("i", j), R(0, 3)]),
+               op("upkt", src_buff=[L("s", 3)], dst_buff=[L("i", 1 - j)])]
+        gs.append(gpu(r, 2, 2, 4, [{"channel_type": "memory", "connected_to": [l]},
+                                   {"channel_type": "port", "connected_to": [x]}],
+                      [{"rank": l, "type": "s", "access_channel_types": ["memory"]},
+                       {"rank": x, "type": "s", "access_channel_types": ["port"]}],
+                      [tb(0, ops, mem=[0], port=[0], rmem=[0], rport=[1])]))
+    return plan("test_mn_ar_2x2", "allreduce", "LL", True, gs, hi=256 << 10, double=True,
+                nranks_per_node=2)
+
+def mn_ag_2x2():
+    # 2 hosts x 2 ranks, Simple allgather, out of place; o[k] = rank k's input. Entry handshake
+    # with l (memory) and x (port). copy input -> o[r]; memory put input -> l's o[r]; port put
+    # input -> x's o[r], signal, flush (my input may be reused); wait (x's input is in my o[x]);
+    # memory put o[x] -> l's o[x] (forwarding the other host's chunk), nop, signal l; wait (l's
+    # input is in my o[l], and l forwarded x's local peer's chunk into my o[r ^ 3]).
+    gs = []
+    for r in range(4):
+        j, l, x = mn_peers(r)
+        sig = lambda t: op("signal", channel_type=t, channel_ids=[0])
+        wait = lambda t: op("wait", channel_type=t, channel_ids=[0])
+        ops = [sig("memory"), sig("port"), wait("memory"), wait("port"),
+               op("copy", src_buff=[L("i", 0)], dst_buff=[L("o", r)]),
+               op("put", channel_type="memory", src_buff=[L("i", 0)], dst_buff=[R(0, r)]),
+               op("put", channel_type="port", channel_ids=[0], src_buff=[L("i", 0)],
+                  dst_buff=[R(0, r)]),
+               sig("port"),
+               op("flush", channel_type="port", channel_ids=[0]),
+               wait("port"),
+               op("put", channel_type="memory", src_buff=[L("o", x)], dst_buff=[R(0, x)]),
+               op("nop"),
+               sig("memory"),
+               wait("memory")]
+        gs.append(gpu(r, 1, 4, 0, [{"channel_type": "memory", "connected_to": [l]},
+                                   {"channel_type": "port", "connected_to": [x]}],
+                      [{"rank": l, "type": "o", "access_channel_types": ["memory"]},
+                       {"rank": x, "type": "o", "access_channel_types": ["port"]}],
+                      [tb(0, ops, mem=[0], port=[0], rmem=[0], rport=[1])]))
+    return plan("test_mn_ag_2x2", "allgather", "Simple", False, gs, nranks_per_node=2)
+
 ALL = {"ar2_ll": ar2_ll, "ar4_ll": ar4_ll, "ag4_ll": ag4_ll, "ar2_simple": ar2_simple,
        "ar2_pipeline_sem": ar2_pipeline_sem, "ag2_port": ag2_port, "ag2_port_ll": ag2_port_ll,
        "ar2_ll_recpkt": ar2_ll_recpkt, "ar4_ll_recspkt": ar4_ll_recspkt,
-       "ar2_simple_barrier_tbg": ar2_simple_barrier_tbg, "rs2_ll": rs2_ll}
+       "ar2_simple_barrier_tbg": ar2_simple_barrier_tbg, "rs2_ll": rs2_ll,
+       "ar2_port_rppkt": ar2_port_rppkt, "ag2_port_put_signal": ag2_port_put_signal,
+       "mn_ar_2x1": mn_ar_2x1, "mn_ar_2x2": mn_ar_2x2, "mn_ag_2x2": mn_ag_2x2}
 
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)

@@ -37,7 +37,7 @@ START_TEST(test_abi_sizes) {
   ck_assert_uint_eq(sizeof(pcl_ll8_packet_t), 8);
   ck_assert_uint_le(sizeof(pcl_kblock_t), 16 * 1024);
   ck_assert_uint_eq(sizeof(pcl_kblock_t) % 16, 0);
-  ck_assert_uint_eq(sizeof(pcl_kargs_t), 96);
+  ck_assert_uint_eq(sizeof(pcl_kargs_t), 112);
 }
 END_TEST
 
@@ -201,6 +201,102 @@ START_TEST(test_port_shapes_and_bind) {
 }
 END_TEST
 
+/* The packed image holds every table at the offsets the kernel computes from the header, each
+ * block at its stride, and nothing beyond a block's tables but zeros. */
+START_TEST(test_pack) {
+  pcl_plan_t *p = load("ar", plan_ar_ll);
+  pcl_kblock_t *b = build(p, 1, 4096, 4096);
+  b[0].nmem = 1;
+  b[0].mem[0].remote_inbound = 0x1122334455667788ull;
+  b[0].nremote = 1;
+  b[0].remote[0].ptr = 0xabcdefull;
+  uint32_t stride = pcl_exec_pack_stride(b, p->max_blocks);
+  ck_assert_uint_eq(stride % 16, 0);
+  ck_assert_uint_le(stride, sizeof(pcl_kblock_t));
+  uint8_t *img = pcl_calloc((size_t)stride * (size_t)p->max_blocks, 1, "test image");
+  ck_assert_ptr_nonnull(img);
+  pcl_exec_pack_blocks(b, p->max_blocks, stride, img);
+  for (int k = 0; k < p->max_blocks; k++) {
+    const uint8_t *blk = img + (size_t)k * stride;
+    const pcl_kblock_t *hdr = (const pcl_kblock_t *)blk;
+    uint32_t off[5], bytes;
+    pcl_kpack_offsets(hdr, off, &bytes);
+    ck_assert_uint_le(bytes, stride);
+    ck_assert_int_eq(hdr->nops, b[k].nops);
+    ck_assert_int_eq(hdr->nrefs, b[k].nrefs);
+    ck_assert_int_eq(memcmp(blk + off[0], b[k].mem, b[k].nmem * sizeof(pcl_kmemchan_t)), 0);
+    ck_assert_int_eq(memcmp(blk + off[2], b[k].remote, b[k].nremote * sizeof(pcl_kremote_t)), 0);
+    ck_assert_int_eq(memcmp(blk + off[3], b[k].ops, b[k].nops * sizeof(pcl_kop_t)), 0);
+    ck_assert_int_eq(memcmp(blk + off[4], b[k].refs, b[k].nrefs * sizeof(pcl_kref_t)), 0);
+    for (uint32_t i = bytes; i < stride; i++)
+      ck_assert_uint_eq(blk[i], 0);
+    for (int t = 0; t < 4; t++)
+      ck_assert_uint_eq(off[t] % 16, 0);
+  }
+  const pcl_kmemchan_t *m = (const pcl_kmemchan_t *)(img + 16);
+  ck_assert_uint_eq(m->remote_inbound, 0x1122334455667788ull);
+  pcl_free(img);
+  pcl_free(b);
+  pcl_plan_destroy(p);
+}
+END_TEST
+
+/* Which programs may run on the LL fast-path kernel, and which blocks it runs as one fused pass. */
+static void ll1_block(pcl_kblock_t *k, int out_kind, uint32_t out_off) {
+  memset(k, 0, sizeof(*k));
+  k->nops = 2;
+  k->nrefs = 5;
+  k->ops[0] = (pcl_kop_t){
+      .type = PCL_KOP_PPKT, .chan_type = PCL_KCHAN_MEMORY, .nsrc = 1, .ndst = 1, .ref_first = 0};
+  k->ops[1] = (pcl_kop_t){.type = PCL_KOP_REPKT,
+                          .chan_type = PCL_KCHAN_MEMORY,
+                          .nsrc = 2,
+                          .ndst = 1,
+                          .ref_first = 2,
+                          .redop = PCL_KOP_REDOP_CALL};
+  k->refs[0] = (pcl_kref_t){0, 1024, PCL_KBUF_INPUT, 0, 0};
+  k->refs[1] = (pcl_kref_t){0, 1024, PCL_KBUF_REMOTE, 0, 0};
+  k->refs[2] = k->refs[0];
+  k->refs[3] = (pcl_kref_t){0, 1024, PCL_KBUF_SCRATCH, 0, 0};
+  k->refs[4] = (pcl_kref_t){out_off, 1024, (uint8_t)out_kind, 0, 0};
+}
+
+START_TEST(test_ll_fast_path) {
+  pcl_plan_t *p = load("ar", plan_ar_ll);
+  pcl_kblock_t *b = build(p, 0, 4096, 4096);
+  ck_assert_int_eq(pcl_exec_ll_eligible(b, p->max_blocks), 1); /* ppkt, respkt, upkt */
+  ck_assert_int_eq(pcl_exec_mark_fused(b, p->max_blocks), 0);  /* three ops: not the pattern */
+  b[0].ops[1].chan_type = PCL_KCHAN_PORT;
+  ck_assert_int_eq(pcl_exec_ll_eligible(b, p->max_blocks), 0);
+  pcl_free(b);
+  pcl_plan_destroy(p);
+  p = load("copy", plan_copy_tbg);
+  b = build(p, 0, 4096, 4096);
+  ck_assert_int_eq(pcl_exec_ll_eligible(b, p->max_blocks), 0); /* plain copies */
+  pcl_free(b);
+  pcl_plan_destroy(p);
+
+  pcl_kblock_t k[2];
+  ll1_block(&k[0], PCL_KBUF_INPUT, 0);   /* in place */
+  ll1_block(&k[1], PCL_KBUF_OUTPUT, 64); /* out of place: another buffer, any offset */
+  ck_assert_int_eq(pcl_exec_ll_eligible(k, 2), 1);
+  ck_assert_int_eq(pcl_exec_mark_fused(k, 2), 2);
+  ck_assert_uint_eq(k[0].flags & PCL_KBLOCK_FUSED_PPKT_REPKT, PCL_KBLOCK_FUSED_PPKT_REPKT);
+  ll1_block(&k[0], PCL_KBUF_INPUT, 16); /* overwrites S at another offset: order would matter */
+  ck_assert_int_eq(pcl_exec_mark_fused(k, 1), 0);
+  ck_assert_uint_eq(k[0].flags, 0);
+  ll1_block(&k[0], PCL_KBUF_OUTPUT, 0);
+  k[0].refs[2].offset = 1024; /* repkt reduces another range than ppkt sent */
+  ck_assert_int_eq(pcl_exec_mark_fused(k, 1), 0);
+  ll1_block(&k[0], PCL_KBUF_OUTPUT, 0);
+  k[0].refs[3].size = 512; /* sizes differ */
+  ck_assert_int_eq(pcl_exec_mark_fused(k, 1), 0);
+  ll1_block(&k[0], PCL_KBUF_OUTPUT, 0);
+  k[0].ops[0].nsrc = 2; /* ppkt pairs several sources */
+  ck_assert_int_eq(pcl_exec_mark_fused(k, 1), 0);
+}
+END_TEST
+
 START_TEST(test_bad_args) {
   pcl_plan_t *p = load("ar", plan_ar_ll);
   pcl_plan_layout_t l;
@@ -222,6 +318,8 @@ int main(void) {
   tcase_add_test(tc, test_tbg_pipeline);
   tcase_add_test(tc, test_tbg_pipeline_reuse);
   tcase_add_test(tc, test_port_shapes_and_bind);
+  tcase_add_test(tc, test_pack);
+  tcase_add_test(tc, test_ll_fast_path);
   tcase_add_test(tc, test_bad_args);
   suite_add_tcase(s, tc);
   return pcl_test_run_suite(s);

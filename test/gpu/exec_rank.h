@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT
+ * One rank of the exec_plans GPU test: its resources, the case it runs, and the helpers the case
+ * sweep, graph and alternation tests share (exec_rank.cu, exec_sweep.cu). */
+#ifndef PCL_EXEC_RANK_H
+#define PCL_EXEC_RANK_H
+
+#include <cuda_runtime_api.h>
+#include "exec.h"
+#include "exec_plans.h"
+#include "memchan.h"
+#include "portchan.h"
+
+#define XR_SCRATCH_BYTES (64ull << 20)
+
+typedef struct {
+  xp_group_t *g;
+  int rank, dev, any_port;
+  pcl_bootstrap_t *boot;
+  pcl_mem_alloc_t *scratch[2];
+  pcl_memchan_t *mc[2];
+  pcl_portchan_t *pc[2];
+  pcl_exec_ctx_t *ctx[2]; /* two communicators: [1] for the interleaving test */
+  cudaStream_t st[2];
+  uint8_t *d_in, *d_out; /* XP_BUF_BYTES each */
+  uint8_t *h_out;
+} xr_t;
+
+/* One case: a plan, a message size, a placement, a dtype, an op and a packet format. */
+typedef struct {
+  const pcl_plan_t *plan;
+  uint64_t msg, in_bytes, out_bytes;
+  ncclDataType_t dt;
+  ncclRedOp_t op;
+  int inplace, ll8;
+  const pcl_exec_userbuf_t *ub; /* registered buffers (zero-copy / port plans), else NULL */
+} xr_case_t;
+
+/* What the sweep learnt about a plan, for the graph test. */
+typedef struct {
+  xr_case_t first_ok; /* the first case that passed (its ub is stale: registered anew) */
+  int have_ok;
+  unsigned kinds; /* 1u << XP_KIND_* */
+  int zerocopy;
+} plan_info_t;
+
+/* exec_sweep.cu: the tests. Each returns nonzero only when the harness itself failed. */
+int xs_run_plan(xr_t *R, const pcl_plan_t *pl, xp_plan_res_t *pr, plan_info_t *info,
+                uint64_t *seed);
+int xs_run_graphs(xr_t *R, pcl_plan_t **plans, int np, plan_info_t *info);
+int xs_run_alternating(xr_t *R, pcl_plan_t **plans, int np);
+
+int xr_setup(xr_t *R); /* collective: channels, contexts, streams */
+void xr_teardown(xr_t *R);
+/* Rank 0: runs the simulator on exactly this case and stores every rank's input and output. */
+void xr_reference(const pcl_plan_t *pl, const xr_case_t *c, uint64_t seed, xp_ref_t *x);
+void xr_bufs(const xr_t *R, const xr_case_t *c, uint8_t *din, uint8_t *dout, uint8_t **in,
+             uint8_t **out);
+uint64_t xr_region_bytes(const xr_case_t *c);
+pcl_exec_args_t xr_args(const xr_case_t *c, uint8_t *in, uint8_t *out);
+int xr_launch(xr_t *R, int comm, const xr_case_t *c, const xp_ref_t *x, uint8_t *din,
+              uint8_t *dout);
+int xr_check(xr_t *R, int comm, const xr_case_t *c, const xp_ref_t *x, uint8_t *din, uint8_t *dout,
+             xp_plan_res_t *pr);
+void xr_fail(xp_plan_res_t *pr, const xr_case_t *c, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int xr_any_kernel_error(xr_t *R, int *any);
+
+#endif
