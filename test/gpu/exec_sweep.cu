@@ -7,6 +7,7 @@
 #include <string.h>
 #include <cuda_runtime.h>
 #include "exec_rank.h"
+#include "kernels.h"
 extern "C" {
 #include "sim.h"
 }
@@ -316,7 +317,18 @@ int xs_run_alternating(xr_t *R, pcl_plan_t **plans, int np) {
   }
   if (n == 0)
     return 0;
-  for (int mode = 0; mode < 2; mode++) {
+  /* Two communicators' calls run at once: every rank on a GPU may have one grid of each
+   * spinning, so both must fit (the executor's own check counts one communicator). */
+  int fit2 = 1;
+  for (int i = 0; i < n; i++) {
+    int prev = -1;
+    cudaGetDevice(&prev);
+    cudaSetDevice(R->dev);
+    int fit = pcl_kernels_resident_blocks(c[i].plan->num_threads_per_block);
+    cudaSetDevice(prev);
+    fit2 &= 2 * R->g->dev_ranks * c[i].plan->max_blocks <= fit;
+  }
+  for (int mode = 0; mode < (fit2 ? 2 : 1); mode++) {
     if (rank == 0)
       for (int i = 0; i < n; i++)
         xr_reference(c[i].plan, &c[i], 500000 + 10 * mode + i, &R->g->alt_ref[i]);
