@@ -542,6 +542,24 @@ ncclResult_t pcl_exec_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
                             plan->num_threads_per_block, stream);
 }
 
+void pcl_exec_forget(pcl_exec_ctx_t *c, const pcl_plan_t *plan) {
+  int prev = -1;
+  cudaGetDevice(&prev);
+  cudaSetDevice(c->cfg.cuda_dev);
+  for (int i = 0; i < c->nprogs; i++) {
+    prog_t *p = &c->progs[i];
+    if (p->plan == plan) {
+      cudaFree(p->d_blocks);
+      cudaFree(p->d_sems);
+      *p = c->progs[--c->nprogs];
+      i--;
+    }
+  }
+  c->last = 0;
+  if (prev >= 0)
+    cudaSetDevice(prev);
+}
+
 ncclResult_t pcl_exec_async_error(const pcl_exec_ctx_t *c, uint32_t *kerr) {
   uint32_t e = *(volatile uint32_t *)&c->h_words[0];
   if (kerr)

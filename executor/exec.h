@@ -146,6 +146,10 @@ int pcl_exec_coresident(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan, char *why, 
  * ncclInvalidUsage when the kernels were built without PCL_KPROF. */
 ncclResult_t pcl_exec_prof_read(pcl_exec_ctx_t *ctx, pcl_kprof_t *out, int reset);
 
+/* Drops the programs built for `plan`: call before destroying a plan the context ran (a later
+ * plan at the same address must not find them). The caller synchronised its calls. */
+void pcl_exec_forget(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan);
+
 /* Kernel-side error recorded so far: ncclSuccess, or ncclSystemError (timeout, FIFO) /
  * ncclInvalidUsage (aborted). *kerr (may be NULL) gets the raw PCL_KERR_* word. Never blocks. */
 ncclResult_t pcl_exec_async_error(const pcl_exec_ctx_t *ctx, uint32_t *kerr);

@@ -206,6 +206,14 @@ static int summarise(const xp_group_t *g, int *passed, int *failed, int *skipped
            v > 0 ? "ok" : "FAIL");
     v > 0 ? (*passed)++ : ((*failed)++, bad++);
   }
+  int cv = 1;
+  for (int r = 0; r < g->nranks; r++)
+    cv = g->res[r].cores < 0 ? -1 : cv > 0 && g->res[r].cores == 0 ? 0 : cv;
+  if (cv != 0) {
+    printf("%-6s %5d %4d  %-45s %s\n", mode, g->nranks, g->rpn,
+           "a plan too large to be co-resident refused", cv > 0 ? "ok" : "FAIL");
+    cv > 0 ? (*passed)++ : ((*failed)++, bad++);
+  }
   for (int r = 0; r < g->nranks; r++) {
     if (g->res[r].first_fail[0])
       printf("         rank %d: %s\n", r, g->res[r].first_fail);

@@ -55,6 +55,7 @@ typedef struct {
   int graph[XP_NKINDS]; /* 1 ok, -1 failed, 0 no plan of that kind */
   char graph_plan[XP_NKINDS][64];
   int alt, two; /* alternation / two communicators: 1 ok, -1 failed, 0 not run */
+  int cores;    /* the co-residency check: 1 ok, -1 failed, 0 not run */
   double lat_ll_1k, lat_nop1, lat_nop8;
   char first_fail[400];
   xp_plan_res_t plan[XP_MAX_PLANS];

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <cuda_runtime.h>
 #include "exec_rank.h"
+#include "kernels.h"
 
 #include "gpu_test_check.h"
 
@@ -45,15 +46,21 @@ static int graph_latency(xr_t *R, const pcl_plan_t *pl, pcl_exec_args_t *b, doub
 /* A plan of nr ranks whose every block runs one nop: the interpreter's fixed cost. */
 static int nop_plan(int nr, int nblocks, int nthreads, pcl_plan_t **out) {
   int rank = 0;
-  char tbs[4096] = "", err[512];
-  const size_t cap = 1 << 16;
-  char *json = (char *)malloc(cap); /* per call: rank threads build theirs at the same time */
-  if (json == NULL)
+  char err[512];
+  /* Per call (rank threads build theirs at the same time); up to 1024 blocks x 8 ranks. */
+  const size_t tcap = (size_t)nblocks * 96 + 1, cap = (size_t)nr * (tcap + 200) + 256;
+  char *json = (char *)malloc(cap), *tbs = (char *)calloc(1, tcap);
+  if (json == NULL || tbs == NULL) {
+    free(json);
+    free(tbs);
     FAIL("out of memory");
+  }
+  size_t tl = 0;
   for (int b = 0; b < nblocks; b++)
-    snprintf(tbs + strlen(tbs), sizeof(tbs) - strlen(tbs),
-             "%s{\"id\":%d,\"channels\":[],\"remote_buffer_refs\":[],\"ops\":[{\"name\":\"nop\"}]}",
-             b ? "," : "", b);
+    tl += snprintf(
+        tbs + tl, tcap - tl,
+        "%s{\"id\":%d,\"channels\":[],\"remote_buffer_refs\":[],\"ops\":[{\"name\":\"nop\"}]}",
+        b ? "," : "", b);
   int n = snprintf(json, cap,
                    "{\"name\":\"nop_%dx%d\",\"collective\":\"allreduce\",\"protocol\":\"Simple\","
                    "\"inplace\":true,\"num_threads_per_block\":%d,\"gpus\":[",
@@ -66,6 +73,7 @@ static int nop_plan(int nr, int nblocks, int nthreads, pcl_plan_t **out) {
   snprintf(json + n, cap - n, "]}");
   ncclResult_t r = pcl_plan_load_buffer("nop.json", json, strlen(json), out, err, sizeof(err));
   free(json);
+  free(tbs);
   if (r != ncclSuccess)
     FAIL("nop plan: %s", err);
   return 0;
@@ -101,8 +109,51 @@ static int run_latency(xr_t *R, pcl_plan_t **plans, int np) {
       if (graph_latency(R, nop, &b, &us))
         return 1;
     *(k ? &res->lat_nop8 : &res->lat_nop1) = us;
+    pcl_exec_forget(R->ctx[0], nop);
     pcl_plan_destroy(nop);
   }
+  return 0;
+}
+
+/* The executor's co-residency check: a plan of 1024-thread nop blocks one block too large for
+ * every rank sharing the GPU to be resident must be refused, with the plan named, and the
+ * largest one that fits accepted. Host only: nothing is launched. */
+static int check_coresidency(xr_t *R) {
+  int rank = R->rank, prev = -1;
+  xp_rank_res_t *res = &R->g->res[rank];
+  cudaGetDevice(&prev);
+  cudaSetDevice(R->dev);
+  int fit = pcl_kernels_resident_blocks(1024);
+  cudaSetDevice(prev);
+  int k = R->g->dev_ranks, most = fit / k;
+  res->cores = -1;
+  if (fit <= 0)
+    FAIL("no occupancy for 1024-thread blocks (%d)", fit);
+  if (most + 1 > PCL_PLAN_MAX_BLOCKS) { /* a GPU per rank: no valid plan is too large */
+    res->cores = 0;
+    return 0;
+  }
+  pcl_exec_args_t b;
+  memset(&b, 0, sizeof(b));
+  b.in = b.out = R->d_out;
+  b.in_bytes = b.out_bytes = 1024;
+  b.dtype = ncclFloat32;
+  b.op = ncclSum;
+  int ok = 1;
+  for (int extra = 0; extra < 2; extra++) {
+    pcl_plan_t *p = NULL;
+    if (nop_plan(R->g->nranks, most + extra, 1024, &p))
+      return 1;
+    char why[320] = "";
+    int fits = pcl_exec_coresident(R->ctx[0], p, why, sizeof(why));
+    int sup = pcl_exec_supported(R->ctx[0], p, &b);
+    ok &= extra ? !fits && !sup && strstr(why, p->name) != NULL : fits && sup;
+    if (rank == 0 && extra)
+      printf("  co-residency: %s\n", why);
+    pcl_exec_forget(R->ctx[0], p);
+    pcl_plan_destroy(p);
+  }
+  res->cores = ok ? 1 : -1;
   return 0;
 }
 
@@ -154,6 +205,8 @@ int xp_rank_main(xp_group_t *g, int rank) {
     rc = xs_run_alternating(&R, plans, np);
   if (rc == 0 && g->rpn == g->nranks)
     rc = run_latency(&R, plans, np);
+  if (rc == 0 && g->rpn == g->nranks)
+    rc = check_coresidency(&R);
   cudaDeviceSynchronize();
   if (R.boot != NULL)
     xr_teardown(&R);
