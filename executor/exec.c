@@ -18,9 +18,9 @@ typedef struct {
   uint64_t in_bytes, out_bytes;
   const pcl_exec_userbuf_t *ub;
   pcl_exec_shape_t shape;
-  int resident; /* all dev_ranks grids fit on the device at once (pcl_exec_coresident) */
-  int ll;       /* runs on the LL fast-path kernel */
-  void *d_blocks;         /* plan->max_blocks packed programs, `stride` bytes apart */
+  int resident;   /* all dev_ranks grids fit on the device at once (pcl_exec_coresident) */
+  int ll;         /* runs on the LL fast-path kernel */
+  void *d_blocks; /* plan->max_blocks packed programs, `stride` bytes apart */
   uint32_t stride;
   int32_t *d_sems;
   /* The last (dtype, op, force_ll8) prog_check accepted and the packet format it chose: calls
@@ -41,7 +41,7 @@ struct pcl_exec_ctx {
   uint32_t *d_words;
   cudaStream_t side;
   pcl_kprof_t *d_prof; /* PCL_KPROF builds only, else NULL */
-  uint64_t half; /* this rank's constant scratch half */
+  uint64_t half;       /* this rank's constant scratch half */
   prog_t *progs;
   int nprogs, cap;
   int last;
@@ -108,6 +108,25 @@ void pcl_exec_ctx_destroy(pcl_exec_ctx_t *c) {
   pcl_free(c);
 }
 
+/* Frees the programs of `plan` (when not NULL) or those bound to the registration `ub`. */
+static void drop_progs(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec_userbuf_t *ub) {
+  int prev = -1;
+  cudaGetDevice(&prev);
+  cudaSetDevice(c->cfg.cuda_dev);
+  for (int i = 0; i < c->nprogs; i++) {
+    prog_t *p = &c->progs[i];
+    if (plan != NULL ? p->plan == plan : p->ub == ub && (p->shape.remote_io || p->shape.port_io)) {
+      cudaFree(p->d_blocks);
+      cudaFree(p->d_sems);
+      *p = c->progs[--c->nprogs];
+      i--;
+    }
+  }
+  c->last = 0;
+  if (prev >= 0)
+    cudaSetDevice(prev);
+}
+
 ncclResult_t pcl_exec_userbuf_create(pcl_exec_ctx_t *c, void *in, size_t in_bytes, void *out,
                                      size_t out_bytes, pcl_exec_userbuf_t **ub) {
   ncclResult_t res;
@@ -144,22 +163,7 @@ void pcl_exec_userbuf_destroy(pcl_exec_userbuf_t *u) {
   if (u == NULL)
     return;
   /* Programs bound to these buffers go too: a later registration may reuse the address of u. */
-  pcl_exec_ctx_t *c = u->ctx;
-  int prev = -1;
-  cudaGetDevice(&prev);
-  cudaSetDevice(c->cfg.cuda_dev);
-  for (int i = 0; i < c->nprogs; i++) {
-    prog_t *p = &c->progs[i];
-    if (p->ub == u && (p->shape.remote_io || p->shape.port_io)) {
-      cudaFree(p->d_blocks);
-      cudaFree(p->d_sems);
-      *p = c->progs[--c->nprogs];
-      i--;
-    }
-  }
-  c->last = 0;
-  if (prev >= 0)
-    cudaSetDevice(prev);
+  drop_progs(u->ctx, NULL, u);
   if (u->ctx->cfg.portchan != NULL) {
     if (u->port_id[1] != u->port_id[0])
       pcl_portchan_buf_release(u->ctx->cfg.portchan, u->port_id[1]);
@@ -296,10 +300,11 @@ int pcl_exec_coresident(pcl_exec_ctx_t *c, const pcl_plan_t *plan, char *why, si
   if ((int64_t)k * plan->max_blocks <= (int64_t)fit)
     return 1;
   if (why != NULL)
-    snprintf(why, why_len, "plan %s: %d rank%s share a GPU, each launching %d blocks of %d "
+    snprintf(why, why_len,
+             "plan %s: %d rank%s share a GPU, each launching %d blocks of %d "
              "threads (%lld in all), but only %d such blocks fit on the device at once; the "
-             "spinning blocks could not all run", plan->name, k, k > 1 ? "s" : "",
-             plan->max_blocks, plan->num_threads_per_block,
+             "spinning blocks could not all run",
+             plan->name, k, k > 1 ? "s" : "", plan->max_blocks, plan->num_threads_per_block,
              (long long)k * plan->max_blocks, fit);
   return 0;
 }
@@ -543,21 +548,7 @@ ncclResult_t pcl_exec_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
 }
 
 void pcl_exec_forget(pcl_exec_ctx_t *c, const pcl_plan_t *plan) {
-  int prev = -1;
-  cudaGetDevice(&prev);
-  cudaSetDevice(c->cfg.cuda_dev);
-  for (int i = 0; i < c->nprogs; i++) {
-    prog_t *p = &c->progs[i];
-    if (p->plan == plan) {
-      cudaFree(p->d_blocks);
-      cudaFree(p->d_sems);
-      *p = c->progs[--c->nprogs];
-      i--;
-    }
-  }
-  c->last = 0;
-  if (prev >= 0)
-    cudaSetDevice(prev);
+  drop_progs(c, plan, NULL);
 }
 
 ncclResult_t pcl_exec_async_error(const pcl_exec_ctx_t *c, uint32_t *kerr) {

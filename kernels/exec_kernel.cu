@@ -16,8 +16,16 @@ extern "C" {
 
 #ifdef PCL_KPROF
 #define PCL_KPROF_STAMP(var) uint64_t var = clock64()
+/* Entry of either kernel: the timers' start and the per-op stamps of block 0. */
+#define PCL_KPROF_ENTRY                                                                            \
+  const uint64_t prof_ns0 = pcl_kglobaltimer();                                                    \
+  PCL_KPROF_STAMP(prof_clk0);                                                                      \
+  uint64_t prof_op[PCL_KABI_MAX_OPS]
 #else
 #define PCL_KPROF_STAMP(var)
+#define PCL_KPROF_ENTRY                                                                            \
+  do {                                                                                             \
+  } while (0)
 #endif
 
 #ifdef PCL_KPROF
@@ -104,11 +112,7 @@ template <typename T>
 __global__ void __launch_bounds__(1024, 1) pcl_kexec(const __grid_constant__ pcl_kargs_t a) {
   extern __shared__ uint4 pcl_ksmem[];
   __shared__ uint64_t flag64;
-#ifdef PCL_KPROF
-  const uint64_t prof_ns0 = pcl_kglobaltimer();
-  PCL_KPROF_STAMP(prof_clk0);
-  uint64_t prof_op[PCL_KABI_MAX_OPS];
-#endif
+  PCL_KPROF_ENTRY;
   pcl_kstart(a, pcl_ksmem, &flag64);
   __syncthreads();
   /* Every thread builds its own (identical) context from the header: no second barrier. */
@@ -184,11 +188,7 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS)
   extern __shared__ uint4 pcl_ksmem[];
   __shared__ uint64_t flag64;
   __shared__ pcl_kll_refs_t refs;
-#ifdef PCL_KPROF
-  const uint64_t prof_ns0 = pcl_kglobaltimer();
-  PCL_KPROF_STAMP(prof_clk0);
-  uint64_t prof_op[PCL_KABI_MAX_OPS];
-#endif
+  PCL_KPROF_ENTRY;
   pcl_kstart(a, pcl_ksmem, &flag64);
   __syncthreads();
   const uint64_t f64 = flag64;
