@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # Installs what is missing, builds and installs planccl under build/install, then runs the main
 # job: with two or more GPUs the side-by-side benchmark (planccl vs the real NCCL, same run);
-# without GPUs the CPU simulation of every shipped plan, as a table.
+# with one GPU the plan vs hand-written kernel benchmark (ranks sharing it); without GPUs the CPU
+# simulation of every shipped plan, as a table.
 set -euo pipefail
 source "$(dirname "$0")/scripts/common.sh"
 cd "$PCL_ROOT"
@@ -26,6 +27,9 @@ if [ "$ngpus" -ge 2 ]; then
   done
   "$prefix/bin/planccl-bench" --coll allreduce -b 1K -e 1K -g 2 -G 0 -n 10 --hostpath \
     --lib "planccl=$prefix/lib/libplanccl.so" --lib "nccl=$real" | grep '^# host path'
+elif [ "$ngpus" -eq 1 ]; then
+  pcl_log "one GPU: the shipped allreduce plans against a hand-written kernel, ranks sharing it"
+  PCL_SOURCE_DIR=$PCL_ROOT "$prefix/bin/planccl-refbench" --ranks 2,4,8
 else
   pcl_log "no GPUs here: simulating every shipped plan on the CPU"
   "$prefix/bin/planccl-plan" simulate --max-bytes 16K \
