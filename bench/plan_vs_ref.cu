@@ -972,7 +972,8 @@ int main(int argc, char **argv) {
    * before any planccl call, since planccl reads its environment once. */
   setenv("PLANCCL_SOCKET_IFNAME", "lo", 0);
   /* Up to 8 ranks on one GPU, each with its streams: more than CUDA's default 8 hardware queues,
-   * and a kernel queued behind a spinning one that waits for it would hang (before any CUDA call). */
+   * and a kernel queued behind a spinning one that waits for it would hang (before any CUDA call).
+   */
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   int prc = rb_parse_args(argc, argv);
   if (prc != 0) {

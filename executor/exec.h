@@ -90,7 +90,8 @@ typedef struct {
    * device at once (occupancy API); otherwise it is refused, never launched into a hang.
    * Kernels of OTHER communicators running at the same time are not counted. */
   int dev_ranks;
-  int interp_only; /* 1: every plan on the interpreter, never the LL fast path (PLANCCL_LL_KERNEL=0) */
+  int interp_only; /* 1: every plan on the interpreter, never the LL fast path (PLANCCL_LL_KERNEL=0)
+                    */
 } pcl_exec_config_t;
 
 /* Allocates the per-communicator device state (flag, barriers), the host-mapped error and abort

@@ -21,7 +21,9 @@ typedef struct {
   int n;
 } file_list_t;
 
-static int cmp_str(const void *a, const void *b) { return strcmp(a, b); }
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(a, b);
+}
 
 /* *.json files of <source>/<rel> (optionally one level of sub-folders), sorted. */
 /* The .json files of `rel`, descending `subdirs` levels of sub-folders (dsl/ skipped). */
@@ -32,7 +34,8 @@ static void list_json(file_list_t *fl, const char *rel, int subdirs) {
   ck_assert_msg(d != NULL, "cannot open %s", dir);
   struct dirent *e;
   while ((e = readdir(d)) != NULL && fl->n < 64) {
-    if (e->d_name[0] == '.') continue;
+    if (e->d_name[0] == '.')
+      continue;
     size_t l = strlen(e->d_name);
     char sub[256];
     snprintf(sub, sizeof(sub), "%.120s/%.120s", rel, e->d_name);
@@ -83,9 +86,8 @@ static void expect_ok(const pcl_plan_t *p, const char *path, ncclDataType_t dt, 
   pcl_sim_result_t *r = pcl_calloc(1, sizeof(*r), "result");
   pcl_sim_verdict_t v = run(p, dt, op, pk, max_bytes, nseeds, any_op, r);
   ck_assert_msg(v == PCL_SIM_PASS || (allow_skip && v == PCL_SIM_SKIPPED), "%s %s/%s/%s: %s: %s",
-                path,
-                pcl_sim_dtype_name(dt), pcl_sim_op_name(op), pk == PCL_SIM_LL8 ? "ll8" : "ll16",
-                pcl_sim_verdict_name(v), r->message);
+                path, pcl_sim_dtype_name(dt), pcl_sim_op_name(op),
+                pk == PCL_SIM_LL8 ? "ll8" : "ll16", pcl_sim_verdict_name(v), r->message);
   pcl_free(r);
 }
 
@@ -95,8 +97,8 @@ static void sweep(const pcl_plan_t *p, const char *path, uint64_t max_bytes, int
   for (int pk = 0; pk < npk; pk++)
     for (int dt = 0; dt < ncclNumTypes; dt++)
       for (int op = 0; op < ncclNumOps; op++)
-        expect_ok(p, path, (ncclDataType_t)dt, (ncclRedOp_t)op, (pcl_sim_packet_t)pk, max_bytes,
-                  2, any_op, 1);
+        expect_ok(p, path, (ncclDataType_t)dt, (ncclRedOp_t)op, (pcl_sim_packet_t)pk, max_bytes, 2,
+                  any_op, 1);
 }
 
 /* ---- arithmetic ---------------------------------------------------------------------------- */
@@ -108,7 +110,8 @@ START_TEST(test_minifloat_roundtrip) {
     for (int i = 0; i < nb; i++) {
       uint8_t in[2] = {(uint8_t)i, (uint8_t)(i >> 8)}, out[2] = {0, 0};
       double v = pcl_sim_load(ts[k], in);
-      if (isnan(v) || isinf(v)) continue;
+      if (isnan(v) || isinf(v))
+        continue;
       pcl_sim_store(ts[k], out, v);
       ck_assert_msg(out[0] == in[0] && (nb == 256 || out[1] == in[1]), "%s 0x%04x -> %g",
                     pcl_sim_dtype_name(ts[k]), i, v);
@@ -234,7 +237,8 @@ START_TEST(test_shipped_plans) {
 }
 END_TEST
 
-/* ---- plans that must fail, pointing at the op -------------------------------------------------- */
+/* ---- plans that must fail, pointing at the op --------------------------------------------------
+ */
 
 static void expect_broken(const char *file, pcl_sim_verdict_t want, int nseeds, const char *needle1,
                           const char *needle2) {
@@ -245,7 +249,8 @@ static void expect_broken(const char *file, pcl_sim_verdict_t want, int nseeds, 
   ck_assert_msg(v == want, "%s: %s (want %s): %s", file, pcl_sim_verdict_name(v),
                 pcl_sim_verdict_name(want), r->message);
   ck_assert_msg(strstr(r->message, needle1), "%s: '%s' not in: %s", file, needle1, r->message);
-  if (needle2) ck_assert_msg(strstr(r->message, needle2), "%s: '%s' not in: %s", file, needle2, r->message);
+  if (needle2)
+    ck_assert_msg(strstr(r->message, needle2), "%s: '%s' not in: %s", file, needle2, r->message);
   pcl_free(r);
   pcl_plan_destroy(p);
 }
@@ -258,7 +263,8 @@ START_TEST(test_broken_wrong_chunk) {
 END_TEST
 
 START_TEST(test_broken_missing_wait) {
-  expect_broken("broken/missing_wait.json", PCL_SIM_UNINIT, 4, "gpus[1].threadblocks[0].ops[6] (res)",
+  expect_broken("broken/missing_wait.json", PCL_SIM_UNINIT, 4,
+                "gpus[1].threadblocks[0].ops[6] (res)",
                 "rank 1's scratch, which nothing ever wrote");
   PCL_ASSERT_NO_LEAKS();
 }
@@ -301,30 +307,34 @@ START_TEST(test_skip_and_sizes) {
 }
 END_TEST
 
-
 /* ---- other collectives, inline plans ------------------------------------------------------- */
 
 #define MEMCH(peer) "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[" #peer "]}]"
 #define TBCH "\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":[0]}]"
-#define TBRB "\"remote_buffer_refs\":[{\"access_channel_type\":\"memory\",\"remote_buffer_ids\":[0]}]"
+#define TBRB                                                                                       \
+  "\"remote_buffer_refs\":[{\"access_channel_type\":\"memory\",\"remote_buffer_ids\":[0]}]"
 
 /* Broadcast from root 0 (Simple): rank 1 says it is ready, rank 0 puts into rank 1's output. */
 static const char k_bcast[] =
     "{\"name\":\"bc2\",\"collective\":\"broadcast\",\"protocol\":\"Simple\",\"inplace\":false,"
     "\"gpus\":["
-    "{\"id\":0,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0," MEMCH(1) ","
-    "\"remote_buffers\":[{\"rank\":1,\"type\":\"o\",\"access_channel_types\":[\"memory\"]}],"
-    "\"threadblocks\":[{\"id\":0," TBCH "," TBRB ",\"ops\":["
-    "{\"name\":\"wait\",\"channel_type\":\"memory\",\"channel_ids\":[0]},{\"name\":\"nop\"},"
-    "{\"name\":\"copy\",\"src_buff\":[{\"type\":\"i\",\"index\":0,\"size\":1}],"
-    "\"dst_buff\":[{\"type\":\"o\",\"index\":0,\"size\":1}]},"
-    "{\"name\":\"put\",\"channel_type\":\"memory\",\"src_buff\":[{\"type\":\"i\",\"index\":0,"
-    "\"size\":1}],\"dst_buff\":[{\"buffer_id\":0,\"index\":0,\"size\":1}]},{\"name\":\"nop\"},"
-    "{\"name\":\"signal\",\"channel_type\":\"memory\",\"channel_ids\":[0]}]}]},"
-    "{\"id\":1,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0," MEMCH(0) ","
-    "\"threadblocks\":[{\"id\":0," TBCH ",\"ops\":["
-    "{\"name\":\"signal\",\"channel_type\":\"memory\",\"channel_ids\":[0]},"
-    "{\"name\":\"wait\",\"channel_type\":\"memory\",\"channel_ids\":[0]}]}]}]}";
+    "{\"id\":0,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0," MEMCH(
+        1) ","
+           "\"remote_buffers\":[{\"rank\":1,\"type\":\"o\",\"access_channel_types\":[\"memory\"]}],"
+           "\"threadblocks\":[{\"id\":0," TBCH "," TBRB ",\"ops\":["
+           "{\"name\":\"wait\",\"channel_type\":\"memory\",\"channel_ids\":[0]},{\"name\":\"nop\"},"
+           "{\"name\":\"copy\",\"src_buff\":[{\"type\":\"i\",\"index\":0,\"size\":1}],"
+           "\"dst_buff\":[{\"type\":\"o\",\"index\":0,\"size\":1}]},"
+           "{\"name\":\"put\",\"channel_type\":\"memory\",\"src_buff\":[{\"type\":\"i\",\"index\":"
+           "0,"
+           "\"size\":1}],\"dst_buff\":[{\"buffer_id\":0,\"index\":0,\"size\":1}]},{\"name\":"
+           "\"nop\"},"
+           "{\"name\":\"signal\",\"channel_type\":\"memory\",\"channel_ids\":[0]}]}]},"
+           "{\"id\":1,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0," MEMCH(
+               0) ","
+                  "\"threadblocks\":[{\"id\":0," TBCH ",\"ops\":["
+                  "{\"name\":\"signal\",\"channel_type\":\"memory\",\"channel_ids\":[0]},"
+                  "{\"name\":\"wait\",\"channel_type\":\"memory\",\"channel_ids\":[0]}]}]}]}";
 
 /* Reduce to root 0 (LL): rank 1 packs its input into rank 0's scratch, rank 0 reduces and then
  * signals "consumed", which rank 1 waits for before its call ends. Without that wait rank 1 runs
@@ -332,18 +342,22 @@ static const char k_bcast[] =
 static const char k_reduce[] =
     "{\"name\":\"re2\",\"collective\":\"reduce\",\"protocol\":\"LL\",\"inplace\":false,"
     "\"use_double_scratch_buffer\":true,\"gpus\":["
-    "{\"id\":0,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":1," MEMCH(1) ","
-    "\"threadblocks\":[{\"id\":0," TBCH ",\"ops\":["
-    "{\"name\":\"repkt\",\"src_buff\":[{\"type\":\"i\",\"index\":0,\"size\":1},"
-    "{\"type\":\"s\",\"index\":0,\"size\":1}],\"dst_buff\":[{\"type\":\"o\",\"index\":0,"
-    "\"size\":1}]},{\"name\":\"nop\"},"
-    "{\"name\":\"signal\",\"channel_type\":\"memory\",\"channel_ids\":[0]}]}]},"
-    "{\"id\":1,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":1," MEMCH(0) ","
-    "\"remote_buffers\":[{\"rank\":0,\"type\":\"s\",\"access_channel_types\":[\"memory\"]}],"
-    "\"threadblocks\":[{\"id\":0," TBCH "," TBRB ",\"ops\":["
-    "{\"name\":\"ppkt\",\"channel_type\":\"memory\",\"src_buff\":[{\"type\":\"i\",\"index\":0,"
-    "\"size\":1}],\"dst_buff\":[{\"buffer_id\":0,\"index\":0,\"size\":1}]},"
-    "{\"name\":\"wait\",\"channel_type\":\"memory\",\"channel_ids\":[0]}]}]}]}";
+    "{\"id\":0,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":1," MEMCH(
+        1) ","
+           "\"threadblocks\":[{\"id\":0," TBCH ",\"ops\":["
+           "{\"name\":\"repkt\",\"src_buff\":[{\"type\":\"i\",\"index\":0,\"size\":1},"
+           "{\"type\":\"s\",\"index\":0,\"size\":1}],\"dst_buff\":[{\"type\":\"o\",\"index\":0,"
+           "\"size\":1}]},{\"name\":\"nop\"},"
+           "{\"name\":\"signal\",\"channel_type\":\"memory\",\"channel_ids\":[0]}]}]},"
+           "{\"id\":1,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":1," MEMCH(
+               0) ","
+                  "\"remote_buffers\":[{\"rank\":0,\"type\":\"s\",\"access_channel_types\":["
+                  "\"memory\"]}],"
+                  "\"threadblocks\":[{\"id\":0," TBCH "," TBRB ",\"ops\":["
+                  "{\"name\":\"ppkt\",\"channel_type\":\"memory\",\"src_buff\":[{\"type\":\"i\","
+                  "\"index\":0,"
+                  "\"size\":1}],\"dst_buff\":[{\"buffer_id\":0,\"index\":0,\"size\":1}]},"
+                  "{\"name\":\"wait\",\"channel_type\":\"memory\",\"channel_ids\":[0]}]}]}]}";
 
 static pcl_plan_t *load_text(const char *name, const char *text) {
   pcl_plan_t *p = NULL;
