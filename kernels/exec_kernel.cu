@@ -21,8 +21,18 @@ extern "C" {
   const uint64_t prof_ns0 = pcl_kglobaltimer();                                                    \
   PCL_KPROF_STAMP(prof_clk0);                                                                      \
   uint64_t prof_op[PCL_KABI_MAX_OPS]
+/* Exit of either kernel after n top-level ops: block 0 adds its phases to the totals. */
+#define PCL_KPROF_EXIT(n)                                                                          \
+  do {                                                                                             \
+    if (blockIdx.x == 0 && threadIdx.x == 0 && a.prof != NULL)                                     \
+      pcl_kprof_end(a.prof, prof_ns0, prof_clk0, prof_ready, prof_op, (n),                         \
+                    (n) > 0 ? prof_op[min((n), PCL_KABI_MAX_OPS) - 1] : prof_ready);               \
+  } while (0)
 #else
 #define PCL_KPROF_STAMP(var)
+#define PCL_KPROF_EXIT(n)                                                                          \
+  do {                                                                                             \
+  } while (0)
 #define PCL_KPROF_ENTRY                                                                            \
   do {                                                                                             \
   } while (0)
@@ -172,11 +182,7 @@ __global__ void __launch_bounds__(1024, 1) pcl_kexec(const __grid_constant__ pcl
   (void)top;
   const uint64_t f = flag64;
   pcl_kexec_end<T>(a, f, &w);
-#ifdef PCL_KPROF
-  if (blockIdx.x == 0 && threadIdx.x == 0 && a.prof != NULL)
-    pcl_kprof_end(a.prof, prof_ns0, prof_clk0, prof_ready, prof_op, top,
-                  top > 0 ? prof_op[min(top, PCL_KABI_MAX_OPS) - 1] : prof_ready);
-#endif
+  PCL_KPROF_EXIT(top);
 }
 
 /* The LL fast path (exec_ll.cuh): the same prologue, refs resolved once into shared memory, then
@@ -244,11 +250,7 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS)
 #endif
   }
   pcl_kexec_end<T>(a, f64, &w);
-#ifdef PCL_KPROF
-  if (blockIdx.x == 0 && threadIdx.x == 0 && a.prof != NULL)
-    pcl_kprof_end(a.prof, prof_ns0, prof_clk0, prof_ready, prof_op, nops,
-                  nops > 0 ? prof_op[min(nops, PCL_KABI_MAX_OPS) - 1] : prof_ready);
-#endif
+  PCL_KPROF_EXIT(nops);
 }
 
 typedef void (*pcl_kfn_t)(pcl_kargs_t);
@@ -398,10 +400,6 @@ extern "C" int pcl_kernels_pkt_reduce_supported(ncclDataType_t dtype, pcl_kpkt_t
 extern "C" size_t pcl_kernels_dtype_bytes(ncclDataType_t dtype) {
   int i = kindex(dtype);
   return i < 0 ? 0 : pcl_ktable[i].bytes;
-}
-
-extern "C" size_t pcl_kernels_smem_bytes(void) {
-  return sizeof(pcl_kblock_t);
 }
 
 extern "C" int pcl_kernels_resident_blocks(int nthreads) {

@@ -27,9 +27,6 @@ int pcl_kernels_pkt_reduce_supported(ncclDataType_t dtype, pcl_kpkt_t pkt);
 /* Element size in bytes, 0 for an unknown dtype. */
 size_t pcl_kernels_dtype_bytes(ncclDataType_t dtype);
 
-/* Dynamic shared memory one block needs (its pcl_kblock_t). */
-size_t pcl_kernels_smem_bytes(void);
-
 /* Loads every kernel variant on the CURRENT device (cudaFuncGetAttributes + the dynamic shared
  * memory attribute), so no lazy module load happens while a collective kernel spins on the same
  * device. Call once per device at communicator init; cheap on later calls. */
