@@ -59,8 +59,9 @@ typedef struct {
 #ifdef PCL_KPROF
   pcl_kprof_t prof[2]; /* phase timing of block 0 over the timed replays: plan, nop plan */
 #endif
-  long bad[2]; /* mismatching floats of the plan / reference check; -1: not checked */
-  int failed;  /* the case's plan was refused */
+  long bad[2];        /* mismatching floats of the plan / reference check; -1: not checked */
+  int failed;         /* the case's plan was refused */
+  const char *kernel; /* the kernel the plan ran on (pcl_exec_kernel), NULL: not run */
 } rb_res_t;
 
 /* Shared by the rank threads of one run. */
@@ -340,6 +341,8 @@ static int rb_case(rb_rank_t *R, int ci) {
                pcl_exec_prepare(R->ctx, c->nop, &anop) == ncclSuccess;
   if ((plan_ok = rb_agree(R, plan_ok)) < 0 || (nop_ok = rb_agree(R, nop_ok)) < 0)
     return 1;
+  if (plan_ok)
+    R->run->res[R->rank][ci].kernel = pcl_exec_kernel(R->ctx, c->plan, &a);
   /* A plan picked for this size that the executor refuses is a failed case, not a skip. */
   if (c->plan != NULL && !plan_ok) {
     R->run->res[R->rank][ci].failed = 1;
@@ -946,7 +949,11 @@ static void rb_report(rb_summary_t *sum) {
     for (int k = 0; k < 2; k++)
       if (bad[k] > 0)
         sum->mismatches += bad[k];
-    const char *name = c->plan ? c->plan->name : "-";
+    char name[160];
+    snprintf(name, sizeof(name), "%s%s%s%s", c->plan ? c->plan->name : "-",
+             g_run.res[0][ci].kernel ? " (" : "",
+             g_run.res[0][ci].kernel ? g_run.res[0][ci].kernel : "",
+             g_run.res[0][ci].kernel ? ")" : "");
     if (g_o.csv)
       printf("%d,%llu,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", g_run.nranks, (unsigned long long)c->bytes,
              f[RB_PLAN], f[RB_REF], ratio, f[RB_EMPTY], f[RB_NOP], pshape, rshape, check, name);

@@ -20,7 +20,8 @@ typedef struct {
   pcl_exec_shape_t shape;
   int resident;   /* all dev_ranks grids fit on the device at once (pcl_exec_coresident) */
   int ll;         /* runs on the LL fast-path kernel */
-  void *d_blocks; /* plan->max_blocks packed programs, `stride` bytes apart */
+  int ew;         /* 0, or runs on the EW kernel for up to `ew` puts and terms (PCL_KVAR_EW*) */
+  void *d_blocks; /* plan->max_blocks packed programs (EW: pcl_kew_t), `stride` bytes apart */
   uint32_t stride;
   int32_t *d_sems;
   /* The last (dtype, op, force_ll8) prog_check accepted and the packet format it chose: calls
@@ -352,6 +353,36 @@ static int prog_check(const pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pro
   return 1;
 }
 
+/* The device image of a built program: the EW descriptors when every block runs per element
+ * (and PLANCCL_EW_KERNEL allows), else the packed program. */
+static ncclResult_t program_image(const pcl_exec_ctx_t *c, const pcl_plan_t *plan,
+                                  const pcl_kblock_t *blocks, prog_t *p, uint8_t **image) {
+  const int nb = plan->max_blocks;
+  if (p->ll && pcl_param_ew_kernel()) {
+    pcl_kew_t *ew = NULL;
+    char why[160];
+    PCL_CALLOC(ew, (size_t)nb, "exec EW program");
+    if (ew == NULL)
+      return ncclSystemError;
+    uint64_t half = plan->use_double_scratch_buffer ? c->half : 0;
+    p->ew = pcl_exec_ew_build(blocks, nb, (uint64_t)(uintptr_t)c->cfg.scratch, half, ew, why,
+                              sizeof(why));
+    if (p->ew != 0) {
+      p->stride = (uint32_t)sizeof(pcl_kew_t);
+      *image = (uint8_t *)ew;
+      return ncclSuccess;
+    }
+    PCL_INFO(PCL_LOG_EXEC, "plan %s, %llu/%llu bytes: LL kernel, not elementwise (%s)", plan->name,
+             (unsigned long long)p->in_bytes, (unsigned long long)p->out_bytes, why);
+    pcl_free(ew);
+  }
+  PCL_CALLOC(*image, (size_t)p->stride * (size_t)nb, "exec packed program");
+  if (*image == NULL)
+    return ncclSystemError;
+  pcl_exec_pack_blocks(blocks, nb, p->stride, *image);
+  return ncclSuccess;
+}
+
 static ncclResult_t prog_build(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec_args_t *a,
                                prog_t *p) {
   ncclResult_t res = ncclSuccess;
@@ -403,12 +434,7 @@ static ncclResult_t prog_build(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const 
           pcl_exec_ll_eligible(h_blocks, plan->max_blocks);
   if (p->ll)
     pcl_exec_mark_fused(h_blocks, plan->max_blocks);
-  PCL_CALLOC(h_packed, (size_t)p->stride * (size_t)plan->max_blocks, "exec packed program");
-  if (h_packed == NULL) {
-    res = ncclSystemError;
-    goto out;
-  }
-  pcl_exec_pack_blocks(h_blocks, plan->max_blocks, p->stride, h_packed);
+  PCL_CHECK_GOTO(program_image(c, plan, h_blocks, p, &h_packed), res, out);
   for (int i = 0; i < g->n_sems; i++)
     sems[i] = (int32_t)g->sem_init[i];
   /* A new shape may be met while the caller's stream is capturing: allocate and copy on our own
@@ -483,6 +509,21 @@ static ncclResult_t prog_get(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
   return ncclSuccess;
 }
 
+static pcl_kvariant_t prog_variant(const prog_t *p) {
+  return p->ew == 2   ? PCL_KVAR_EW2
+         : p->ew == 4 ? PCL_KVAR_EW4
+         : p->ew == 8 ? PCL_KVAR_EW8
+         : p->ll      ? PCL_KVAR_LL
+                      : PCL_KVAR_INTERP;
+}
+
+const char *pcl_exec_kernel(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec_args_t *a) {
+  prog_t *p;
+  if (prog_get(c, plan, a, &p) != ncclSuccess)
+    return NULL;
+  return pcl_kernels_variant_name(prog_variant(p));
+}
+
 ncclResult_t pcl_exec_prepare(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec_args_t *a) {
   prog_t *p;
   return prog_get(c, plan, a, &p);
@@ -543,7 +584,7 @@ ncclResult_t pcl_exec_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
       k.avg_count = a->out_bytes / pcl_kernels_dtype_bytes(a->dtype);
     }
   }
-  return pcl_kernels_launch(a->dtype, p->ll ? PCL_KVAR_LL : PCL_KVAR_INTERP, &k, plan->max_blocks,
+  return pcl_kernels_launch(a->dtype, prog_variant(p), &k, plan->max_blocks,
                             plan->num_threads_per_block, stream);
 }
 

@@ -52,6 +52,15 @@ int pcl_exec_ll_eligible(const pcl_kblock_t *blocks, int nblocks);
  * as one fused pass, clears it elsewhere; returns how many blocks it set it on. */
 int pcl_exec_mark_fused(pcl_kblock_t *blocks, int nblocks);
 
+/* Writes the elementwise program of blocks[0 .. nblocks) into ew[0 .. nblocks) (kernel_abi.h,
+ * pcl_kew_t) when EVERY block's ops provably run per element (executor/exec_fuse.c): packet ops
+ * over memory channels, one range size, ranges identical or disjoint, one plain result. scratch
+ * and scratch_half: this rank's scratch base and odd-flag offset (0 without double scratch).
+ * Returns the EW kernel's bound (2, 4 or 8 puts and terms), or 0 with `why` (may be NULL) naming
+ * the first block that does not fit and the reason. */
+int pcl_exec_ew_build(const pcl_kblock_t *blocks, int nblocks, uint64_t scratch,
+                      uint64_t scratch_half, pcl_kew_t *ew, char *why, size_t why_len);
+
 /* Packs blocks[0 .. nblocks) as the kernel expects them (kernel_abi.h, the packed program) into
  * out, which holds nblocks * pcl_exec_pack_stride(blocks, nblocks) bytes. */
 uint32_t pcl_exec_pack_stride(const pcl_kblock_t *blocks, int nblocks);
@@ -90,8 +99,7 @@ typedef struct {
    * device at once (occupancy API); otherwise it is refused, never launched into a hang.
    * Kernels of OTHER communicators running at the same time are not counted. */
   int dev_ranks;
-  int interp_only; /* 1: every plan on the interpreter, never the LL fast path (PLANCCL_LL_KERNEL=0)
-                    */
+  int interp_only; /* 1: every plan on the interpreter (as PLANCCL_LL_KERNEL=0) */
 } pcl_exec_config_t;
 
 /* Allocates the per-communicator device state (flag, barriers), the host-mapped error and abort
@@ -131,6 +139,10 @@ int pcl_exec_supported(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan, const pcl_ex
  * shape was built: call pcl_exec_prepare before capturing. */
 ncclResult_t pcl_exec_launch(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan, const pcl_exec_args_t *a,
                              cudaStream_t stream);
+
+/* The kernel a call of this shape runs on ("interpreter", "LL kernel", "EW2 kernel", ...),
+ * building the program of a new shape; NULL when it cannot be built. */
+const char *pcl_exec_kernel(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan, const pcl_exec_args_t *a);
 
 /* Builds the program for a shape without launching (before stream capture). */
 ncclResult_t pcl_exec_prepare(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan,

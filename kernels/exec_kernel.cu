@@ -8,100 +8,11 @@
 #include <stdint.h>
 #include <cuda.h> /* driver types only: entry points come from cudaGetDriverEntryPointByVersion */
 #include "kernels.h"
-#include "exec_ll.cuh"
+#include "exec_end.cuh"
+#include "exec_ew.h"
 extern "C" {
 #include "log.h"
 #include "param.h"
-}
-
-#ifdef PCL_KPROF
-#define PCL_KPROF_STAMP(var) uint64_t var = clock64()
-/* Entry of either kernel: the timers' start and the per-op stamps of block 0. */
-#define PCL_KPROF_ENTRY                                                                            \
-  const uint64_t prof_ns0 = pcl_kglobaltimer();                                                    \
-  PCL_KPROF_STAMP(prof_clk0);                                                                      \
-  uint64_t prof_op[PCL_KABI_MAX_OPS]
-/* Exit of either kernel after n top-level ops: block 0 adds its phases to the totals. */
-#define PCL_KPROF_EXIT(n)                                                                          \
-  do {                                                                                             \
-    if (blockIdx.x == 0 && threadIdx.x == 0 && a.prof != NULL)                                     \
-      pcl_kprof_end(a.prof, prof_ns0, prof_clk0, prof_ready, prof_op, (n),                         \
-                    (n) > 0 ? prof_op[min((n), PCL_KABI_MAX_OPS) - 1] : prof_ready);               \
-  } while (0)
-#else
-#define PCL_KPROF_STAMP(var)
-#define PCL_KPROF_EXIT(n)                                                                          \
-  do {                                                                                             \
-  } while (0)
-#define PCL_KPROF_ENTRY                                                                            \
-  do {                                                                                             \
-  } while (0)
-#endif
-
-#ifdef PCL_KPROF
-/* Block 0's phases of this call, added to the context's totals (kernel_abi.h, pcl_kprof_t). */
-static __device__ void pcl_kprof_end(pcl_kprof_t *p, uint64_t ns0, uint64_t clk0,
-                                     uint64_t clk_ready, const uint64_t *clk_op, int nops,
-                                     uint64_t clk_last) {
-  uint64_t clk_end = clock64(), ns_end = pcl_kglobaltimer();
-  p->calls++;
-  p->ns_total += ns_end - ns0;
-  p->clk_total += clk_end - clk0;
-  p->clk_ready += clk_ready - clk0;
-  uint64_t prev = clk_ready;
-  for (int i = 0; i < nops && i < PCL_KABI_MAX_OPS; i++) {
-    p->clk_op[i] += clk_op[i] - prev;
-    prev = clk_op[i];
-  }
-  p->clk_tail += clk_end - clk_last;
-  if (p->last_end_ns != 0 && ns0 > p->last_end_ns && ns0 - p->last_end_ns < 1000000) {
-    p->ns_gap += ns0 - p->last_end_ns;
-    p->gaps++;
-  }
-  p->last_end_ns = ns_end;
-  p->nops = (uint32_t)nops;
-}
-#endif
-
-/* The avg barrier of each kernel, with its own spin watchdog. */
-static __device__ __forceinline__ void pcl_kend_barrier(pcl_kbarrier_t *b, uint32_t n,
-                                                        pcl_kwatch_t *w) {
-  pcl_kgrid_barrier(b, n, w);
-}
-static __device__ __forceinline__ void pcl_kend_barrier(pcl_kbarrier_t *b, uint32_t n,
-                                                        pcl_kll_watch_t *w) {
-  pcl_kgrid_barrier_t(b, n, w);
-}
-
-/* The end of a call, both kernels: the avg post-scale (the simulator's definition: the rank's
- * result region scaled once every block's ops are done; every block is resident, which the
- * executor checks), then this block's flag slots. No __syncthreads before the slots: they are
- * read only by later kernels (stream order), and flag64 was read by every thread at the start. */
-template <typename T, typename WATCH>
-static __device__ __forceinline__ void pcl_kexec_end(const pcl_kargs_t &a, uint64_t flag64,
-                                                     WATCH *w) {
-  if (a.avg_count != 0) {
-    if (gridDim.x > 1)
-      pcl_kend_barrier(&a.state->avg_barrier, gridDim.x, w);
-    else
-      __syncthreads();
-    T *p = (T *)(uintptr_t)a.avg_out;
-    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < a.avg_count;
-         i += (uint64_t)gridDim.x * blockDim.x)
-      p[i] = pcl_kavg_final<T>(p[i], a.nranks);
-  }
-  if (gridDim.x <= PCL_KABI_FLAG_SLOTS) {
-    for (uint32_t j = blockIdx.x + threadIdx.x * gridDim.x; j < PCL_KABI_FLAG_SLOTS;
-         j += gridDim.x * blockDim.x)
-      a.state->flag[j] = flag64;
-    return;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0 && atomicAdd(&a.state->done, 1u) == gridDim.x - 1) {
-    a.state->done = 0; /* every block of the grid already read its flag */
-    for (uint32_t j = 0; j < PCL_KABI_FLAG_SLOTS; j++)
-      a.state->flag[j] = flag64;
-  }
 }
 
 /* Both kernels' start: thread 0 loads this block's flag slot while every thread copies its
@@ -253,12 +164,12 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS)
   PCL_KPROF_EXIT(nops);
 }
 
-typedef void (*pcl_kfn_t)(pcl_kargs_t);
-
+/* The interpreter and the LL kernel per dtype; the EW kernels' rows (exec_ew.cu) are in the same
+ * types.def order, which pcl_kernels_load_all checks. */
 static const struct {
   int dtype;
   size_t bytes;
-  pcl_kfn_t fn[PCL_KVARIANTS]; /* by pcl_kvariant_t */
+  pcl_kfn_t fn[2]; /* PCL_KVAR_INTERP, PCL_KVAR_LL */
 } pcl_ktable[] = {
 #define PCL_KDTYPE(suffix, nccl, ctype, nbytes)                                                    \
   {nccl, nbytes, {pcl_kexec<ctype>, pcl_kexec_ll<ctype>}},
@@ -266,6 +177,26 @@ static const struct {
 #undef PCL_KDTYPE
 };
 #define PCL_KTABLE_N (sizeof(pcl_ktable) / sizeof(pcl_ktable[0]))
+
+/* Kernel of (dtype index, variant). */
+static const void *kfn(size_t i, int v) {
+  return v < PCL_KVAR_EW2 ? (const void *)pcl_ktable[i].fn[v]
+                          : (const void *)pcl_kew_table[i].fn[v - PCL_KVAR_EW2];
+}
+
+static const char *const kvar_name[PCL_KVARIANTS] = {"interpreter", "LL kernel", "EW2 kernel",
+                                                     "EW4 kernel", "EW8 kernel"};
+
+/* Threads per block a variant is built for (__launch_bounds__). */
+static int kvar_max_threads(int v) {
+  return v == PCL_KVAR_INTERP ? 1024 : PCL_KABI_LL_MAX_THREADS;
+}
+
+/* Dynamic shared memory of a launch: the packed program for the interpreter and the LL kernel,
+ * none for the EW kernels (they read their descriptor in place). */
+static unsigned kvar_smem(int v, unsigned stride) {
+  return v < PCL_KVAR_EW2 ? stride : 0u;
+}
 
 static int kindex(ncclDataType_t dtype) {
   for (size_t i = 0; i < PCL_KTABLE_N; i++)
@@ -310,7 +241,7 @@ static void cu_launch_resolve(void) {
       cudaGetDriverEntryPointByVersion("cuLaunchKernel", &fn, 12000, cudaEnableDefault, &q);
   for (size_t i = 0; e == cudaSuccess && i < PCL_KTABLE_N * PCL_KVARIANTS; i++) {
     cudaKernel_t k = NULL;
-    e = cudaGetKernel(&k, (const void *)pcl_ktable[i / PCL_KVARIANTS].fn[i % PCL_KVARIANTS]);
+    e = cudaGetKernel(&k, kfn(i / PCL_KVARIANTS, (int)(i % PCL_KVARIANTS)));
     g_cu_kexec[i] = (CUfunction)k;
     if (e == cudaSuccess && k == NULL)
       e = cudaErrorInvalidDeviceFunction;
@@ -367,6 +298,10 @@ static ncclResult_t launch(const CUfunction *cu_table, int i, const void *rt_fn,
   return ncclSuccess;
 }
 
+extern "C" const char *pcl_kernels_variant_name(pcl_kvariant_t v) {
+  return (int)v >= 0 && (int)v < PCL_KVARIANTS ? kvar_name[v] : "?";
+}
+
 extern "C" int pcl_kernels_dtype_supported(ncclDataType_t dtype) {
   return kindex(dtype) >= 0;
 }
@@ -411,10 +346,10 @@ extern "C" int pcl_kernels_resident_blocks(int nthreads) {
   }
   for (size_t i = 0; i < PCL_KTABLE_N * PCL_KVARIANTS; i++) {
     int per_sm = 0;
-    if (i % PCL_KVARIANTS == PCL_KVAR_LL && nthreads > PCL_KABI_LL_MAX_THREADS)
-      continue; /* never launched with that many threads (pcl_exec_ll_eligible) */
+    if (nthreads > kvar_max_threads((int)(i % PCL_KVARIANTS)))
+      continue; /* never launched with that many threads (exec.c checks the bound) */
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, (const void *)pcl_ktable[i / PCL_KVARIANTS].fn[i % PCL_KVARIANTS], nthreads,
+            &per_sm, kfn(i / PCL_KVARIANTS, (int)(i % PCL_KVARIANTS)), nthreads,
             sizeof(pcl_kblock_t)) != cudaSuccess) {
       (void)cudaGetLastError();
       return 0;
@@ -426,8 +361,18 @@ extern "C" int pcl_kernels_resident_blocks(int nthreads) {
 }
 
 extern "C" ncclResult_t pcl_kernels_load_all(void) {
+  if (pcl_kew_table_n != (int)PCL_KTABLE_N) {
+    PCL_WARN(PCL_LOG_EXEC, "kernel tables disagree: %d EW rows for %d dtypes", pcl_kew_table_n,
+             (int)PCL_KTABLE_N);
+    return ncclInternalError;
+  }
+  for (size_t i = 0; i < PCL_KTABLE_N; i++)
+    if (pcl_kew_table[i].dtype != pcl_ktable[i].dtype) {
+      PCL_WARN(PCL_LOG_EXEC, "kernel tables disagree on dtype row %d", (int)i);
+      return ncclInternalError;
+    }
   for (size_t i = 0; i < PCL_KTABLE_N * PCL_KVARIANTS; i++) {
-    const void *fn = (const void *)pcl_ktable[i / PCL_KVARIANTS].fn[i % PCL_KVARIANTS];
+    const void *fn = kfn(i / PCL_KVARIANTS, (int)(i % PCL_KVARIANTS));
     int dt = pcl_ktable[i / PCL_KVARIANTS].dtype;
     struct cudaFuncAttributes attr;
     cudaError_t e = cudaFuncGetAttributes(&attr, fn);
@@ -435,14 +380,13 @@ extern "C" ncclResult_t pcl_kernels_load_all(void) {
       e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)sizeof(pcl_kblock_t));
     if (e != cudaSuccess) {
-      PCL_WARN(PCL_LOG_EXEC, "loading the %s kernel for dtype %d failed: %s",
-               i % PCL_KVARIANTS ? "LL" : "interpreter", dt, cudaGetErrorString(e));
+      PCL_WARN(PCL_LOG_EXEC, "loading the %s for dtype %d failed: %s", kvar_name[i % PCL_KVARIANTS],
+               dt, cudaGetErrorString(e));
       return ncclUnhandledCudaError;
     }
-    if (attr.maxThreadsPerBlock <
-        (i % PCL_KVARIANTS == PCL_KVAR_LL ? PCL_KABI_LL_MAX_THREADS : 1024))
-      PCL_INFO(PCL_LOG_EXEC, "%s kernel for dtype %d: at most %d threads per block",
-               i % PCL_KVARIANTS ? "LL" : "interpreter", dt, attr.maxThreadsPerBlock);
+    if (attr.maxThreadsPerBlock < kvar_max_threads((int)(i % PCL_KVARIANTS)))
+      PCL_INFO(PCL_LOG_EXEC, "%s for dtype %d: at most %d threads per block",
+               kvar_name[i % PCL_KVARIANTS], dt, attr.maxThreadsPerBlock);
   }
   /* The dynamic shared memory (a packed block, at most sizeof(pcl_kblock_t), under the 48 KiB
    * default) needs no opt-in
@@ -456,14 +400,14 @@ extern "C" ncclResult_t pcl_kernels_launch(ncclDataType_t dtype, pcl_kvariant_t 
                                            cudaStream_t stream) {
   int i = kindex(dtype);
   if (i < 0 || (int)variant < 0 || (int)variant >= PCL_KVARIANTS || nblocks <= 0 ||
-      nblocks > PCL_KABI_MAX_BLOCKS || nthreads <= 0 || nthreads > 1024 || args->stride < 16 ||
-      args->stride % 16 != 0 || args->stride > sizeof(pcl_kblock_t)) {
+      nblocks > PCL_KABI_MAX_BLOCKS || nthreads <= 0 || nthreads > kvar_max_threads(variant) ||
+      args->stride < 16 || args->stride % 16 != 0 || args->stride > sizeof(pcl_kblock_t)) {
     PCL_WARN(PCL_LOG_EXEC, "bad launch: dtype %d, %d blocks of %d threads, program stride %u",
              (int)dtype, nblocks, nthreads, (unsigned)args->stride);
     return ncclInvalidArgument;
   }
   void *params[1] = {(void *)args};
-  return launch(g_cu_kexec, i * PCL_KVARIANTS + (int)variant,
-                (const void *)pcl_ktable[i].fn[variant], (unsigned)nblocks, (unsigned)nthreads,
-                params, (unsigned)args->stride, stream, variant ? "LL kernel" : "interpreter");
+  return launch(g_cu_kexec, i * PCL_KVARIANTS + (int)variant, kfn((size_t)i, (int)variant),
+                (unsigned)nblocks, (unsigned)nthreads, params,
+                kvar_smem((int)variant, args->stride), stream, kvar_name[variant]);
 }

@@ -251,6 +251,34 @@ static inline PCL_KABI_HD void pcl_kpack_offsets(const pcl_kblock_t *hdr, uint32
   *bytes = o;
 }
 
+/* ---- the elementwise program (the EW kernels, kernels/exec_ew.cu) ----
+ * A block whose ops, run one after the other, touch element i of every range only from the
+ * thread that owns element i (every range of one size, ranges identical or disjoint, packet ops
+ * over memory channels; executor/exec_fuse.c proves it from the program) computes per element
+ *   v = S[i];  put[j][i] = packet(v) for j < nput;  O[i] = t0 (op) t1 (op) ... t(nterm-1)
+ * where t_j = v when bit j of self_mask is set, else the packet at term[j][i] once it carries
+ * the call's flag. The EW kernel runs exactly that per element: no program in shared memory, no
+ * __syncthreads between ops, the flag slot and this descriptor loaded together at entry.
+ * Results equal the ops' (stores the ops would overwrite in the same thread are not made).
+ * Addresses of packets are absolute, per scratch parity ([j][0] even flags, [j][1] odd). */
+#define PCL_KEW_MAX 8 /* puts and terms of one block (8 ranks: 7 peers + own slot) */
+#define PCL_KEW_NONE 0xffu
+typedef struct PCL_KABI_ALIGN(16) {
+  uint32_t bytes;    /* payload bytes of every range; 0: the block only keeps the flag protocol */
+  uint32_t s_off;    /* S: byte offset in the buffer s_kind names */
+  uint32_t o_off;    /* O: byte offset in the buffer o_kind names */
+  uint8_t s_kind;    /* PCL_KBUF_INPUT / OUTPUT, PCL_KEW_NONE: no S (nput = 0, no self term) */
+  uint8_t o_kind;    /* PCL_KBUF_INPUT / OUTPUT, PCL_KEW_NONE: no O (nterm = 0) */
+  uint8_t nput;      /* <= PCL_KEW_MAX */
+  uint8_t nterm;     /* <= PCL_KEW_MAX */
+  uint8_t self_mask; /* term j is v itself */
+  uint8_t redop;     /* ncclRedOp_t of the reduction, PCL_KOP_REDOP_CALL = the call's */
+  uint8_t reserved[6];
+  uint64_t put[PCL_KEW_MAX][2];
+  uint64_t term[PCL_KEW_MAX][2]; /* unused where self_mask has the bit */
+} pcl_kew_t;
+PCL_KABI_ASSERT(sizeof(pcl_kew_t) == 32 + 32 * PCL_KEW_MAX, "elementwise program layout");
+
 /* ---- per-communicator device state (device memory, zeroed at creation) ----
  * Flag protocol (graph-safe, lock-step across ranks, no grid-wide synchronisation for grids of
  * up to PCL_KABI_FLAG_SLOTS blocks): flag[] holds one slot per block index, all equal between

@@ -32,9 +32,21 @@ size_t pcl_kernels_dtype_bytes(ncclDataType_t dtype);
  * device. Call once per device at communicator init; cheap on later calls. */
 ncclResult_t pcl_kernels_load_all(void);
 
-/* The kernels that run a program: the interpreter (any valid plan) and the LL fast path
- * (programs of packet ops over memory channels only: pcl_exec_ll_eligible). */
-typedef enum { PCL_KVAR_INTERP = 0, PCL_KVAR_LL = 1, PCL_KVARIANTS = 2 } pcl_kvariant_t;
+/* The kernels that run a program: the interpreter (any valid plan, packed program), the LL fast
+ * path (packed programs of packet ops over memory channels only: pcl_exec_ll_eligible), and the
+ * elementwise kernels (a pcl_kew_t per block: pcl_exec_ew_build) for up to 2, 4 and 8 puts and
+ * terms per block. All but the interpreter take at most PCL_KABI_LL_MAX_THREADS threads. */
+typedef enum {
+  PCL_KVAR_INTERP = 0,
+  PCL_KVAR_LL = 1,
+  PCL_KVAR_EW2 = 2,
+  PCL_KVAR_EW4 = 3,
+  PCL_KVAR_EW8 = 4,
+  PCL_KVARIANTS = 5
+} pcl_kvariant_t;
+
+/* "interpreter", "LL kernel", "EW2 kernel", "EW4 kernel", "EW8 kernel"; "?" out of range. */
+const char *pcl_kernels_variant_name(pcl_kvariant_t variant);
 
 /* Launches `variant` for `dtype` with nblocks x nthreads on `stream` (capture-safe: a plain
  * kernel launch). ncclInvalidArgument for an unsupported dtype, variant or shape. */

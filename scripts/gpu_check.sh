@@ -61,13 +61,26 @@ sed -n '/^mode  *ranks/,$p' "$logs/exec_plans.log"
 [ $rc = 124 ] && echo "exec_plans: TIMED OUT (see $logs/exec_plans.log)"
 note "exec_plans $xargs_q: rc $rc, $(grep -E '^exec_plans: [0-9]+ passed' "$logs/exec_plans.log" || echo 'no result')"
 
+# The LL kernel where the EW kernels would run (PLANCCL_EW_KERNEL=0): the one-phase allreduce
+# plans, which users' calls now run on the EW kernels, still pass on it.
+if [ "$mode" = full ]; then
+  PLANCCL_EW_KERNEL=0 PCL_SOURCE_DIR=$root timeout "${PCL_EXEC_PLANS_TIMEOUT:-900}" \
+    build-gpu/test/gpu/exec_plans --quick --filter ll1 >"$logs/exec_plans_ll.log" 2>&1
+  note "exec_plans --quick --filter ll1, PLANCCL_EW_KERNEL=0: rc $?, $(grep -E '^exec_plans: [0-9]+ passed' "$logs/exec_plans_ll.log" || echo 'no result')"
+fi
+
 # A plan vs the hand-written kernel of its algorithm, same ranks, buffers and launch shape: on the
-# LL fast-path kernel (what users' calls take), on the interpreter (PLANCCL_LL_KERNEL=0), and the
-# phase breakdown from the PCL_KPROF build (its own timings carry the timers' cost).
-for v in "build-gpu ll" "build-gpu interp" "build-gpu-prof ll" "build-gpu-prof interp"; do
-  set -- $v
-  ll=1; [ "$2" = interp ] && ll=0
-  PLANCCL_LL_KERNEL=$ll PCL_SOURCE_DIR=$root timeout "${PCL_REFBENCH_TIMEOUT:-240}" \
+# EW kernels (what users' calls take), the LL kernel (PLANCCL_EW_KERNEL=0), the interpreter
+# (PLANCCL_LL_KERNEL=0), and the phase breakdown from the PCL_KPROF build (its own timings carry
+# the timers' cost).
+# PCL_REFBENCH_VARIANTS picks some of: ew ll interp prof-ew prof-ll prof-interp.
+for v in ${PCL_REFBENCH_VARIANTS:-ew ll interp prof-ew prof-ll}; do
+  case $v in prof-*) set -- build-gpu-prof "${v#prof-}" ;; *) set -- build-gpu "$v" ;; esac
+  ll=1; ew=1
+  [ "$2" = interp ] && ll=0
+  [ "$2" = ew ] || ew=0
+  PLANCCL_LL_KERNEL=$ll PLANCCL_EW_KERNEL=$ew PCL_SOURCE_DIR=$root \
+    timeout "${PCL_REFBENCH_TIMEOUT:-240}" \
     "$1/bench/planccl-refbench" --ranks 2,4,8 >"$logs/refbench_$1_$2.log" 2>&1
   echo "== planccl-refbench ($1, $2): rc $?"
   grep -vE '^\s*$' "$logs/refbench_$1_$2.log" | grep -v '^# empty' | tail -40

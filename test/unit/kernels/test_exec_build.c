@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * CPU tests of the executor's program building: op translation, chunk -> byte offsets,
- * thread-block-group slices, pipeline flattening and iteration counts, remote-buffer slots and
- * the per-shape facts (packet/reduce alignment) that decide what a call may run. */
+ * thread-block-group slices, pipeline flattening and iteration counts, remote-buffer slots, the
+ * per-shape facts (packet/reduce alignment) that decide what a call may run, and the elementwise
+ * programs (exec_fuse.c), run on the CPU for the shipped LL allreduce plans. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,6 +298,244 @@ START_TEST(test_ll_fast_path) {
 }
 END_TEST
 
+/* ---- the elementwise programs (exec_fuse.c) ---- */
+
+START_TEST(test_ew_two_rank) {
+  pcl_kblock_t k;
+  pcl_kew_t ew;
+  char why[160];
+  ll1_block(&k, PCL_KBUF_OUTPUT, 0);
+  k.nremote = 1;
+  k.remote[0] = (pcl_kremote_t){0x100000, 0x800, PCL_KABI_NO_MEM, PCL_KBUF_SCRATCH, {0}};
+  ck_assert_int_eq(pcl_exec_ew_build(&k, 1, 0x200000, 0x400, &ew, why, sizeof(why)), 2);
+  ck_assert_uint_eq(ew.bytes, 1024);
+  ck_assert_uint_eq(ew.s_kind, PCL_KBUF_INPUT);
+  ck_assert_uint_eq(ew.o_kind, PCL_KBUF_OUTPUT);
+  ck_assert_uint_eq(ew.nput, 1);
+  ck_assert_uint_eq(ew.put[0][0], 0x100000);
+  ck_assert_uint_eq(ew.put[0][1], 0x100800); /* the PEER's odd half */
+  ck_assert_uint_eq(ew.nterm, 2);
+  ck_assert_uint_eq(ew.self_mask, 1); /* S first, then the peer's packets */
+  ck_assert_uint_eq(ew.term[1][0], 0x200000);
+  ck_assert_uint_eq(ew.term[1][1], 0x200400);
+  ck_assert_uint_eq(ew.redop, PCL_KOP_REDOP_CALL);
+  k.refs[1].offset = 512; /* packet offsets double: packets are twice the payload */
+  k.refs[3].offset = 2048;
+  ck_assert_int_eq(pcl_exec_ew_build(&k, 1, 0x200000, 0x400, &ew, why, sizeof(why)), 2);
+  ck_assert_uint_eq(ew.put[0][0], 0x100000 + 1024);
+  ck_assert_uint_eq(ew.term[1][0], 0x200000 + 4096);
+  /* an idle block (the rank has none there) only keeps the flag protocol */
+  memset(&k, 0, sizeof(k));
+  ck_assert_int_eq(pcl_exec_ew_build(&k, 1, 0, 0, &ew, why, sizeof(why)), 2);
+  ck_assert_uint_eq(ew.bytes, 0);
+  ck_assert_uint_eq(ew.nput + ew.nterm, 0);
+}
+END_TEST
+
+/* What refuses, each with its reason: refs[] of ll1_block are ppkt S -> R, repkt S + P -> O. */
+static void ew_refused(pcl_kblock_t *k, const char *reason) {
+  pcl_kew_t ew;
+  char why[160] = "";
+  k->nremote = 1;
+  k->remote[0] = (pcl_kremote_t){0x100000, 0, PCL_KABI_NO_MEM, PCL_KBUF_SCRATCH, {0}};
+  ck_assert_int_eq(pcl_exec_ew_build(k, 1, 0x200000, 0, &ew, why, sizeof(why)), 0);
+  ck_assert_msg(strstr(why, reason) != NULL, "why '%s' lacks '%s'", why, reason);
+  ck_assert_msg(strncmp(why, "block 0: ", 9) == 0, "why '%s' names no block", why);
+}
+
+START_TEST(test_ew_refusals) {
+  pcl_kblock_t k;
+  ll1_block(&k, PCL_KBUF_OUTPUT, 64);
+  ew_refused(&k, "partly overlapping"); /* may be the same memory in place */
+  ll1_block(&k, PCL_KBUF_OUTPUT, 0);
+  k.refs[3].size = 512;
+  ew_refused(&k, "different sizes");
+  ll1_block(&k, PCL_KBUF_OUTPUT, 0);
+  k.refs[2].offset = 1024; /* the reduction reads another plain range than ppkt sent */
+  k.refs[4].offset = 1024;
+  ew_refused(&k, "two different plain ranges");
+  ll1_block(&k, PCL_KBUF_OUTPUT, 0);
+  k.refs[4].kind = PCL_KBUF_SCRATCH; /* plain result into scratch */
+  ew_refused(&k, "outside the user buffers");
+  ll1_block(&k, PCL_KBUF_OUTPUT, 0);
+  k.ops[1].type = PCL_KOP_RESPKT; /* the reduction sent on as packets */
+  ew_refused(&k, "EW kernels lack");
+  ll1_block(&k, PCL_KBUF_OUTPUT, 0);
+  k.ops[0].chan_type = PCL_KCHAN_PORT;
+  ew_refused(&k, "port channel");
+  ll1_block(&k, PCL_KBUF_OUTPUT, 0);
+  k.remote[0].ptr = 0; /* set by ew_refused: the peer is on another host */
+  k.nremote = 1;
+  {
+    pcl_kew_t ew;
+    char why[160] = "";
+    ck_assert_int_eq(pcl_exec_ew_build(&k, 1, 0x200000, 0, &ew, why, sizeof(why)), 0);
+    ck_assert_ptr_nonnull(strstr(why, "not mapped scratch"));
+  }
+  /* the reduction into O, then upkt of other packets over it: the reduction's packets would
+   * still have to be waited for, so this is not the EW form */
+  ll1_block(&k, PCL_KBUF_OUTPUT, 0);
+  k.nops = 3;
+  k.nrefs = 7;
+  k.ops[2] = (pcl_kop_t){
+      .type = PCL_KOP_UPKT, .chan_type = PCL_KCHAN_MEMORY, .nsrc = 1, .ndst = 1, .ref_first = 5};
+  k.refs[5] = (pcl_kref_t){4096, 1024, PCL_KBUF_SCRATCH, 0, 0};
+  k.refs[6] = (pcl_kref_t){0, 1024, PCL_KBUF_OUTPUT, 0, 0};
+  ew_refused(&k, "never uses");
+  /* reading the input after writing the output at the same offset depends on in == out */
+  ll1_block(&k, PCL_KBUF_OUTPUT, 0);
+  k.nops = 3;
+  k.nrefs = 7;
+  k.ops[2] = k.ops[0];
+  k.ops[2].ref_first = 5;
+  k.refs[5] = k.refs[0];
+  k.refs[6] = (pcl_kref_t){8192, 1024, PCL_KBUF_REMOTE, 0, 0};
+  ew_refused(&k, "after writing the other one");
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+/* The shipped LL allreduce plans on the CPU: every rank's EW program, run as the EW kernel
+ * runs it (all puts first, then per element the terms in order) over host memory standing in for
+ * the ranks' scratch, gives every rank x0 + x1 + ... in rank order, bit for bit, on both scratch
+ * halves. Packets are LL16 (kernel_abi.h). */
+static void ew_run(const pcl_kew_t *e, const float *in, float *out, uint32_t flag, int phase) {
+  const int odd = flag & 1;
+  const uint32_t n = e->bytes / 8;
+  const char *s = e->s_kind == PCL_KBUF_INPUT    ? (const char *)in + e->s_off
+                  : e->s_kind == PCL_KBUF_OUTPUT ? (const char *)out + e->s_off
+                                                 : NULL;
+  char *o = e->o_kind == PCL_KBUF_INPUT    ? (char *)in + e->o_off
+            : e->o_kind == PCL_KBUF_OUTPUT ? (char *)out + e->o_off
+                                           : NULL;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t v[2];
+    if (s != NULL)
+      memcpy(v, s + 8 * i, 8);
+    if (phase == 0) {
+      for (int j = 0; j < e->nput; j++) {
+        pcl_ll16_packet_t pk = {v[0], flag, v[1], flag};
+        memcpy((char *)(uintptr_t)e->put[j][odd] + 16 * (uint64_t)i, &pk, 16);
+      }
+      continue;
+    }
+    if (e->nterm == 0)
+      continue;
+    float acc[2] = {0, 0};
+    for (int j = 0; j < e->nterm; j++) {
+      uint32_t x[2] = {v[0], v[1]};
+      if (!(e->self_mask & (1u << j))) {
+        pcl_ll16_packet_t pk;
+        memcpy(&pk, (const char *)(uintptr_t)e->term[j][odd] + 16 * (uint64_t)i, 16);
+        ck_assert_uint_eq(pk.flag1, flag); /* every packet was sent before it is read */
+        ck_assert_uint_eq(pk.flag2, flag);
+        x[0] = pk.data1;
+        x[1] = pk.data2;
+      }
+      for (int h = 0; h < 2; h++) {
+        float f;
+        memcpy(&f, &x[h], 4);
+        acc[h] = j == 0 ? f : acc[h] + f;
+      }
+    }
+    memcpy(o + 8 * i, acc, 8);
+  }
+}
+
+static void ew_shipped(const char *rel, int nranks, int want) {
+  const char *src = getenv("PCL_SOURCE_DIR");
+  char path[1024], err[512] = "";
+  snprintf(path, sizeof(path), "%s/%s", src != NULL ? src : PCL_TEST_SOURCE_DIR, rel);
+  pcl_plan_t *p = NULL;
+  ck_assert_msg(pcl_plan_load(path, &p, err, sizeof(err)) == ncclSuccess, "%s: %s", path, err);
+  ck_assert_int_eq(p->n_gpus, nranks);
+  const uint32_t bytes = 4096, nf = bytes / 4;
+  pcl_exec_shape_t sh;
+  ck_assert_int_eq(pcl_exec_shape(p, 0, bytes, bytes, &sh), ncclSuccess);
+  const uint64_t half = (sh.scratch_half + 255) & ~(uint64_t)255;
+  char *scratch[8];
+  float *in[8], *out[8];
+  pcl_kew_t *ew[8];
+  for (int r = 0; r < nranks; r++) {
+    scratch[r] = pcl_calloc(2 * half, 1, "test scratch");
+    in[r] = pcl_calloc(nf, 4, "test in");
+    out[r] = p->inplace ? in[r] : pcl_calloc(nf, 4, "test out");
+    ew[r] = pcl_calloc((size_t)p->max_blocks, sizeof(pcl_kew_t), "test ew");
+  }
+  for (int r = 0; r < nranks; r++) {
+    const pcl_plan_gpu_t *g = &p->gpus[r];
+    pcl_kmemchan_t mem[64];
+    pcl_kremote_t rb[64];
+    memset(mem, 0, sizeof(mem));
+    memset(rb, 0, sizeof(rb));
+    ck_assert_int_le(g->n_rbufs, 64);
+    ck_assert_int_le(g->n_channels[PCL_PLAN_CHAN_MEMORY], 64);
+    for (int i = 0; i < g->n_rbufs; i++) {
+      ck_assert_int_eq(g->rbufs[i].type, PCL_PLAN_BUF_SCRATCH);
+      rb[i].ptr = (uint64_t)(uintptr_t)scratch[g->rbufs[i].rank];
+      rb[i].odd_half = half;
+      rb[i].kind = PCL_KBUF_SCRATCH;
+      rb[i].mem_id = PCL_KABI_NO_MEM;
+    }
+    pcl_exec_bind_t bind = {mem, NULL, rb};
+    pcl_plan_layout_t l;
+    ck_assert_int_eq(pcl_plan_layout(p, r, bytes, bytes, &l), ncclSuccess);
+    pcl_kblock_t *b = pcl_calloc((size_t)p->max_blocks, sizeof(*b), "test blocks");
+    ck_assert_int_eq(pcl_exec_build_blocks(p, r, &l, &bind, b), ncclSuccess);
+    char why[160] = "";
+    int got = pcl_exec_ew_build(b, p->max_blocks, (uint64_t)(uintptr_t)scratch[r], half, ew[r], why,
+                                sizeof(why));
+    ck_assert_msg(got == want, "%s rank %d: EW bound %d, want %d (%s)", rel, r, got, want, why);
+    pcl_free(b);
+  }
+  for (uint32_t flag = 1; flag <= 2; flag++) {
+    for (int r = 0; r < nranks; r++)
+      for (uint32_t i = 0; i < nf; i++) /* values whose float sums depend on the order */
+        in[r][i] =
+            (float)((i * 7919u + (uint32_t)r * 104729u + flag) % 1000u) * 0.37f + 1e-3f * (float)r;
+    float *want_out = pcl_calloc(nf, 4, "test want");
+    for (uint32_t i = 0; i < nf; i++) {
+      float acc = in[0][i];
+      for (int r = 1; r < nranks; r++)
+        acc += in[r][i];
+      want_out[i] = acc;
+    }
+    for (int phase = 0; phase < 2; phase++)
+      for (int r = 0; r < nranks; r++)
+        for (int b = 0; b < p->max_blocks; b++)
+          ew_run(&ew[r][b], in[r], out[r], flag, phase);
+    for (int r = 0; r < nranks; r++)
+      ck_assert_msg(memcmp(out[r], want_out, bytes) == 0, "%s rank %d flag %u differs", rel, r,
+                    flag);
+    pcl_free(want_out);
+  }
+  for (int r = 0; r < nranks; r++) {
+    pcl_free(scratch[r]);
+    if (!p->inplace)
+      pcl_free(out[r]);
+    pcl_free(in[r]);
+    pcl_free(ew[r]);
+  }
+  pcl_plan_destroy(p);
+}
+
+START_TEST(test_ew_shipped_2gpu) {
+  ew_shipped("plans/allreduce/2gpu_ll1_inplace.json", 2, 2);
+  ew_shipped("plans/allreduce/2gpu_ll1_outofplace.json", 2, 2);
+  ew_shipped("plans/allreduce/2gpu_ll1_small_outofplace.json", 2, 2);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+START_TEST(test_ew_shipped_ngpu) {
+  ew_shipped("plans/extra/allreduce/4gpu_ll1_inplace.json", 4, 4);
+  ew_shipped("plans/extra/allreduce/4gpu_ll1_outofplace.json", 4, 4);
+  ew_shipped("plans/extra/allreduce/8gpu_ll1_inplace.json", 8, 8);
+  ew_shipped("plans/extra/allreduce/8gpu_ll1_outofplace.json", 8, 8);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 START_TEST(test_bad_args) {
   pcl_plan_t *p = load("ar", plan_ar_ll);
   pcl_plan_layout_t l;
@@ -320,6 +559,10 @@ int main(void) {
   tcase_add_test(tc, test_port_shapes_and_bind);
   tcase_add_test(tc, test_pack);
   tcase_add_test(tc, test_ll_fast_path);
+  tcase_add_test(tc, test_ew_two_rank);
+  tcase_add_test(tc, test_ew_refusals);
+  tcase_add_test(tc, test_ew_shipped_2gpu);
+  tcase_add_test(tc, test_ew_shipped_ngpu);
   tcase_add_test(tc, test_bad_args);
   suite_add_tcase(s, tc);
   return pcl_test_run_suite(s);

@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: MIT
+ * Proves that a block's packet ops can run per element and writes the elementwise program the EW
+ * kernels run (kernel_abi.h, pcl_kew_t): a symbolic run of the ops over one element, then the
+ * form check. Pure CPU, no CUDA. */
+#include <stdio.h>
+#include <string.h>
+#include "exec.h"
+
+/* The symbolic value of one element: S (the one plain location read before any write), term t
+ * (a packet of a peer, waited for), or the block's one reduction. */
+enum { VAL_S = -1, VAL_RED = -2 };
+
+#define EW_MAX_LOCS 32
+
+typedef struct {
+  uint8_t kind; /* PCL_KBUF_INPUT / OUTPUT */
+  uint32_t off;
+  int val;
+} plain_t;
+
+typedef struct {
+  const pcl_kblock_t *k;
+  uint32_t size;  /* every range's bytes */
+  int have_s;     /* S seen */
+  uint8_t s_kind; /* S */
+  uint32_t s_off;
+  plain_t plain[EW_MAX_LOCS]; /* plain locations written, latest value */
+  int nplain;
+  uint32_t lpkt[EW_MAX_LOCS]; /* local packet locations written (payload offsets) */
+  int nlpkt;
+  uint32_t term_off[PCL_KEW_MAX]; /* peers' packets read, by term index */
+  int nterm;
+  int red[PCL_KEW_MAX]; /* the reduction's operands (VAL_S or a term) */
+  int nred;
+  uint8_t redop;
+  pcl_kew_t *out;
+  uint64_t scratch, scratch_half;
+  const char *why;
+} fuse_t;
+
+static int refuse(fuse_t *f, const char *why) {
+  if (f->why == NULL)
+    f->why = why;
+  return 0;
+}
+
+static int overlaps(uint32_t a, uint32_t b, uint32_t n) {
+  return a < b + n && b < a + n;
+}
+
+/* Value of plain location (kind, off) read by the current op. A location of the other user
+ * buffer at the same offset may be the same memory (in-place calls of any plan), so a read
+ * after a write there depends on the call: refused. */
+static int read_plain(fuse_t *f, uint8_t kind, uint32_t off, int *val) {
+  for (int i = f->nplain - 1; i >= 0; i--)
+    if (f->plain[i].off == off) {
+      if (f->plain[i].kind != kind)
+        return refuse(f, "reads a user buffer after writing the other one at that offset");
+      *val = f->plain[i].val;
+      return 1;
+    }
+  if (f->have_s && (f->s_kind != kind || f->s_off != off))
+    return refuse(f, "reads two different plain ranges");
+  f->have_s = 1;
+  f->s_kind = kind;
+  f->s_off = off;
+  *val = VAL_S;
+  return 1;
+}
+
+static int write_plain(fuse_t *f, uint8_t kind, uint32_t off, int val) {
+  for (int i = 0; i < f->nplain; i++)
+    if (f->plain[i].off == off) {
+      if (f->plain[i].kind != kind)
+        return refuse(f, "writes both user buffers at one offset");
+      f->plain[i].val = val;
+      return 1;
+    }
+  if (f->nplain == EW_MAX_LOCS)
+    return refuse(f, "too many plain ranges");
+  f->plain[f->nplain].kind = kind;
+  f->plain[f->nplain].off = off;
+  f->plain[f->nplain].val = val;
+  f->nplain++;
+  return 1;
+}
+
+/* Packet address of a ref in both scratch parities. */
+static int pkt_addr(fuse_t *f, const pcl_kref_t *r, uint64_t addr[2]) {
+  uint64_t off = (uint64_t)r->offset * PCL_KABI_PKT_RATIO;
+  if (r->kind == PCL_KBUF_SCRATCH) {
+    addr[0] = f->scratch + off;
+    addr[1] = f->scratch + f->scratch_half + off;
+    return 1;
+  }
+  if (r->kind != PCL_KBUF_REMOTE || r->slot >= f->k->nremote)
+    return refuse(f, "packets outside scratch");
+  const pcl_kremote_t *rm = &f->k->remote[r->slot];
+  if (rm->ptr == 0 || rm->kind != PCL_KBUF_SCRATCH)
+    return refuse(f, "packets into a peer buffer that is not mapped scratch");
+  addr[0] = rm->ptr + off;
+  addr[1] = rm->ptr + rm->odd_half + off;
+  return 1;
+}
+
+static int read_pkt(fuse_t *f, const pcl_kref_t *r, int *val) {
+  if (r->kind != PCL_KBUF_SCRATCH)
+    return refuse(f, "reads packets outside its own scratch");
+  for (int i = 0; i < f->nlpkt; i++)
+    if (f->lpkt[i] == r->offset) {
+      *val = VAL_S; /* only S is ever written as packets (write_pkt) */
+      return 1;
+    }
+  for (int t = 0; t < f->nterm; t++)
+    if (f->term_off[t] == r->offset) {
+      *val = t;
+      return 1;
+    }
+  if (f->nterm == PCL_KEW_MAX)
+    return refuse(f, "waits for more packet ranges than the EW kernels take");
+  f->term_off[f->nterm] = r->offset;
+  *val = f->nterm++;
+  return 1;
+}
+
+/* Packets of `val` into r. Only S: the EW kernel sends S before it waits for anything. */
+static int write_pkt(fuse_t *f, const pcl_kref_t *r, int val) {
+  if (val != VAL_S)
+    return refuse(f, "sends packets of a value it received or reduced");
+  if (r->kind == PCL_KBUF_SCRATCH) {
+    for (int t = 0; t < f->nterm; t++)
+      if (f->term_off[t] == r->offset)
+        return refuse(f, "overwrites packets it waited for");
+    if (f->nlpkt == EW_MAX_LOCS)
+      return refuse(f, "too many packet ranges");
+    f->lpkt[f->nlpkt++] = r->offset;
+  }
+  if (f->out->nput == PCL_KEW_MAX)
+    return refuse(f, "sends to more packet ranges than the EW kernels take");
+  uint64_t a[2];
+  if (!pkt_addr(f, r, a))
+    return 0;
+  f->out->put[f->out->nput][0] = a[0];
+  f->out->put[f->out->nput][1] = a[1];
+  f->out->nput++;
+  return 1;
+}
+
+static int plain_ref(fuse_t *f, const pcl_kref_t *r) {
+  return (r->kind == PCL_KBUF_INPUT || r->kind == PCL_KBUF_OUTPUT) ? 1
+                                                                   : refuse(f, "plain range "
+                                                                               "outside the user "
+                                                                               "buffers");
+}
+
+/* One op, symbolically, with the LL kernel's operand rules (exec_ll.cuh). */
+static int step(fuse_t *f, const pcl_kop_t *op) {
+  const pcl_kref_t *r = &f->k->refs[op->ref_first];
+  const int ns = op->nsrc, nd = op->ndst;
+  int v;
+  if (op->chan_type == PCL_KCHAN_PORT)
+    return refuse(f, "port channel");
+  switch (op->type) {
+  case PCL_KOP_NOP: /* no element crosses threads, so the barrier orders nothing */
+    return 1;
+  case PCL_KOP_CPKT:
+  case PCL_KOP_PPKT:
+    if (op->type == PCL_KOP_CPKT && (ns != 1 || nd != 1))
+      return refuse(f, "cpkt with several ranges");
+    for (int j = 0; j < nd; j++) {
+      const pcl_kref_t *s = &r[j < ns ? j : ns - 1];
+      if (!plain_ref(f, s) || !read_plain(f, s->kind, s->offset, &v) ||
+          !write_pkt(f, &r[ns + j], v))
+        return 0;
+    }
+    return 1;
+  case PCL_KOP_UPKT:
+    if (ns != 1 || nd != 1)
+      return refuse(f, "upkt with several ranges");
+    return plain_ref(f, &r[1]) && read_pkt(f, &r[0], &v) &&
+           write_plain(f, r[1].kind, r[1].offset, v);
+  case PCL_KOP_REPKT:
+    if (f->nred != 0)
+      return refuse(f, "two reductions");
+    if (ns > PCL_KEW_MAX)
+      return refuse(f, "reduces more sources than the EW kernels take");
+    if (!plain_ref(f, &r[0]) || !read_plain(f, r[0].kind, r[0].offset, &v))
+      return 0;
+    for (int j = 0; j < ns; j++) {
+      if (j > 0 && !read_pkt(f, &r[j], &v))
+        return 0;
+      if (v == VAL_RED)
+        return refuse(f, "reduces a reduction");
+      f->red[f->nred++] = v;
+    }
+    f->redop = op->redop;
+    for (int j = 0; j < nd; j++)
+      if (!plain_ref(f, &r[ns + j]) || !write_plain(f, r[ns + j].kind, r[ns + j].offset, VAL_RED))
+        return 0;
+    return 1;
+  default:
+    return refuse(f, "an op the EW kernels lack");
+  }
+}
+
+/* Every range of one size, plain ranges identical or disjoint, local packet ranges identical or
+ * disjoint: then element i of every range is touched only by the thread that owns element i. */
+static int ranges_ok(fuse_t *f) {
+  const pcl_kblock_t *k = f->k;
+  int first = 1;
+  for (int i = 0; i < k->nops; i++) {
+    const pcl_kop_t *op = &k->ops[i];
+    if (op->type == PCL_KOP_NOP)
+      continue;
+    for (int j = 0; j < op->nsrc + op->ndst; j++) {
+      const pcl_kref_t *a = &k->refs[op->ref_first + j];
+      if (first) {
+        f->size = a->size;
+        first = 0;
+      } else if (a->size != f->size) {
+        return refuse(f, "ranges of different sizes");
+      }
+    }
+  }
+  for (int i = 0; i < k->nrefs; i++)
+    for (int j = i + 1; j < k->nrefs; j++) {
+      const pcl_kref_t *a = &k->refs[i], *b = &k->refs[j];
+      int plain_a = a->kind == PCL_KBUF_INPUT || a->kind == PCL_KBUF_OUTPUT;
+      int plain_b = b->kind == PCL_KBUF_INPUT || b->kind == PCL_KBUF_OUTPUT;
+      int same_space =
+          (plain_a && plain_b) || (a->kind == PCL_KBUF_SCRATCH && b->kind == PCL_KBUF_SCRATCH);
+      if (same_space && a->offset != b->offset && overlaps(a->offset, b->offset, f->size))
+        return refuse(f, "partly overlapping ranges");
+    }
+  return 1;
+}
+
+/* The final state in the EW form: one plain location written, its value S, a term or the
+ * reduction, and every packet waited for among the reduction's operands. */
+static int finish(fuse_t *f) {
+  pcl_kew_t *e = f->out;
+  e->bytes = f->size;
+  e->s_kind = PCL_KEW_NONE;
+  e->o_kind = PCL_KEW_NONE;
+  e->redop = PCL_KOP_REDOP_CALL;
+  if (f->have_s) {
+    e->s_kind = f->s_kind;
+    e->s_off = f->s_off;
+  }
+  if (f->nplain > 1)
+    return refuse(f, "writes more than one plain range");
+  if (f->nplain == 0) {
+    if (f->nterm > 0)
+      return refuse(f, "waits for packets it never uses");
+    return 1;
+  }
+  const plain_t *o = &f->plain[0];
+  int ops[PCL_KEW_MAX], n = 0;
+  if (o->val == VAL_RED) {
+    memcpy(ops, f->red, sizeof(int) * (size_t)f->nred);
+    n = f->nred;
+    e->redop = f->redop;
+  } else {
+    ops[n++] = o->val;
+  }
+  uint32_t used = 0;
+  for (int j = 0; j < n; j++) {
+    if (ops[j] == VAL_S) {
+      e->self_mask |= (uint8_t)(1u << j);
+      continue;
+    }
+    used |= 1u << ops[j];
+    uint64_t base[2] = {f->scratch, f->scratch + f->scratch_half};
+    for (int p = 0; p < 2; p++)
+      e->term[j][p] = base[p] + (uint64_t)f->term_off[ops[j]] * PCL_KABI_PKT_RATIO;
+  }
+  if (used != (1u << f->nterm) - 1u)
+    return refuse(f, "waits for packets it never uses");
+  e->nterm = (uint8_t)n;
+  e->o_kind = o->kind;
+  e->o_off = o->off;
+  return 1;
+}
+
+static int fuse_block(const pcl_kblock_t *k, uint64_t scratch, uint64_t scratch_half,
+                      pcl_kew_t *out, const char **why) {
+  fuse_t f;
+  memset(&f, 0, sizeof(f));
+  memset(out, 0, sizeof(*out));
+  f.k = k;
+  f.out = out;
+  f.scratch = scratch;
+  f.scratch_half = scratch_half;
+  int ok = ranges_ok(&f);
+  for (int i = 0; ok && i < k->nops; i++)
+    ok = step(&f, &k->ops[i]);
+  if (ok)
+    ok = finish(&f);
+  if (!ok)
+    *why = f.why;
+  return ok;
+}
+
+int pcl_exec_ew_build(const pcl_kblock_t *blocks, int nblocks, uint64_t scratch,
+                      uint64_t scratch_half, pcl_kew_t *ew, char *why, size_t why_len) {
+  int most = 0;
+  for (int b = 0; b < nblocks; b++) {
+    const char *reason = NULL;
+    if (!fuse_block(&blocks[b], scratch, scratch_half, &ew[b], &reason)) {
+      if (why != NULL)
+        snprintf(why, why_len, "block %d: %s", b, reason != NULL ? reason : "not elementwise");
+      return 0;
+    }
+    if (ew[b].nput > most)
+      most = ew[b].nput;
+    if (ew[b].nterm > most)
+      most = ew[b].nterm;
+  }
+  return most <= 2 ? 2 : most <= 4 ? 4 : 8;
+}

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: MIT
+ * What every planccl kernel shares at its ends: the phase timers of PCL_KPROF builds and the end
+ * of a call (avg post-scale, then this block's flag slots; protocols in kernel_abi.h). */
+#ifndef PCL_EXEC_END_CUH
+#define PCL_EXEC_END_CUH
+
+#include "exec_ll.cuh"
+
+#ifdef PCL_KPROF
+#define PCL_KPROF_STAMP(var) uint64_t var = clock64()
+/* Entry of every kernel: the timers' start and the per-op stamps of block 0. */
+#define PCL_KPROF_ENTRY                                                                            \
+  const uint64_t prof_ns0 = pcl_kglobaltimer();                                                    \
+  PCL_KPROF_STAMP(prof_clk0);                                                                      \
+  uint64_t prof_op[PCL_KABI_MAX_OPS]
+/* Exit of every kernel after n top-level ops: block 0 adds its phases to the totals. */
+#define PCL_KPROF_EXIT(n)                                                                          \
+  do {                                                                                             \
+    if (blockIdx.x == 0 && threadIdx.x == 0 && a.prof != NULL)                                     \
+      pcl_kprof_end(a.prof, prof_ns0, prof_clk0, prof_ready, prof_op, (n),                         \
+                    (n) > 0 ? prof_op[min((n), PCL_KABI_MAX_OPS) - 1] : prof_ready);               \
+  } while (0)
+#else
+#define PCL_KPROF_STAMP(var)
+#define PCL_KPROF_EXIT(n)                                                                          \
+  do {                                                                                             \
+  } while (0)
+#define PCL_KPROF_ENTRY                                                                            \
+  do {                                                                                             \
+  } while (0)
+#endif
+
+#ifdef PCL_KPROF
+/* Block 0's phases of this call, added to the context's totals (kernel_abi.h, pcl_kprof_t). */
+static __device__ void pcl_kprof_end(pcl_kprof_t *p, uint64_t ns0, uint64_t clk0,
+                                     uint64_t clk_ready, const uint64_t *clk_op, int nops,
+                                     uint64_t clk_last) {
+  uint64_t clk_end = clock64(), ns_end = pcl_kglobaltimer();
+  p->calls++;
+  p->ns_total += ns_end - ns0;
+  p->clk_total += clk_end - clk0;
+  p->clk_ready += clk_ready - clk0;
+  uint64_t prev = clk_ready;
+  for (int i = 0; i < nops && i < PCL_KABI_MAX_OPS; i++) {
+    p->clk_op[i] += clk_op[i] - prev;
+    prev = clk_op[i];
+  }
+  p->clk_tail += clk_end - clk_last;
+  if (p->last_end_ns != 0 && ns0 > p->last_end_ns && ns0 - p->last_end_ns < 1000000) {
+    p->ns_gap += ns0 - p->last_end_ns;
+    p->gaps++;
+  }
+  p->last_end_ns = ns_end;
+  p->nops = (uint32_t)nops;
+}
+#endif
+
+/* The avg barrier, with the calling kernel's spin watchdog. */
+static __device__ __forceinline__ void pcl_kend_barrier(pcl_kbarrier_t *b, uint32_t n,
+                                                        pcl_kwatch_t *w) {
+  pcl_kgrid_barrier(b, n, w);
+}
+static __device__ __forceinline__ void pcl_kend_barrier(pcl_kbarrier_t *b, uint32_t n,
+                                                        pcl_kll_watch_t *w) {
+  pcl_kgrid_barrier_t(b, n, w);
+}
+
+/* The end of a call, every kernel: the avg post-scale (the simulator's definition: the rank's
+ * result region scaled once every block's ops are done; every block is resident, which the
+ * executor checks), then this block's flag slots. Precondition: every thread of the block has
+ * read its flag slot already (the interpreter and the LL kernel: thread 0 before their first
+ * __syncthreads; the elementwise kernel synchronises before calling this). Nothing here waits
+ * for the slot stores: only later kernels of the stream read them. */
+template <typename T, typename WATCH>
+static __device__ __forceinline__ void pcl_kexec_end(const pcl_kargs_t &a, uint64_t flag64,
+                                                     WATCH *w) {
+  if (a.avg_count != 0) {
+    if (gridDim.x > 1)
+      pcl_kend_barrier(&a.state->avg_barrier, gridDim.x, w);
+    else
+      __syncthreads();
+    T *p = (T *)(uintptr_t)a.avg_out;
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < a.avg_count;
+         i += (uint64_t)gridDim.x * blockDim.x)
+      p[i] = pcl_kavg_final<T>(p[i], a.nranks);
+  }
+  if (gridDim.x <= PCL_KABI_FLAG_SLOTS) {
+    for (uint32_t j = blockIdx.x + threadIdx.x * gridDim.x; j < PCL_KABI_FLAG_SLOTS;
+         j += gridDim.x * blockDim.x)
+      a.state->flag[j] = flag64;
+    return;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && atomicAdd(&a.state->done, 1u) == gridDim.x - 1) {
+    a.state->done = 0; /* every block of the grid already read its flag */
+    for (uint32_t j = 0; j < PCL_KABI_FLAG_SLOTS; j++)
+      a.state->flag[j] = flag64;
+  }
+}
+
+#endif

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT
+ * The elementwise (EW) kernels: programs that executor/exec_fuse.c proved run per element
+ * (kernel_abi.h, pcl_kew_t), run as the hand-written one-phase LL kernels are written: the flag
+ * slot and the block's descriptor loaded together at entry, no shared memory, one loop. */
+#include <stdint.h>
+#include "exec_ew.h"
+#include "exec_end.cuh"
+
+/* Two passes, as the hand-written kernels do: first every element's packets to every put, then
+ * per element the terms gathered (all loads issued before any is re-polled), reduced left to
+ * right in term order, and O stored. All of a thread's puts thus precede all of its waits, so
+ * no plan can deadlock here however its ranks slice their elements (puts never block); the
+ * ops' order is kept wherever it matters (exec_fuse.c). NT bounds nput and nterm. */
+template <typename T, int OP, typename W, int NT>
+static __device__ __forceinline__ void
+pcl_kew_loop(const char *s, char *const *put, int nput, const char *const *term, int nterm,
+             uint32_t self, char *o, uint32_t n, uint32_t flag, pcl_kll_watch_t *w) {
+  if (nput > 0)
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+      W v;
+      pcl_kll_ld(s, i, &v);
+#pragma unroll
+      for (int j = 0; j < NT; j++)
+        if (j < nput)
+          pcl_kll_wr(put[j], i, flag, v);
+    }
+  if (nterm == 0)
+    return;
+  const uint32_t all = (1u << nterm) - 1u;
+  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+    W x[NT];
+    uint32_t ok = self;
+    if (self != 0) {
+      W v;
+      pcl_kll_ld(s, i, &v);
+#pragma unroll
+      for (int j = 0; j < NT; j++)
+        if (self & (1u << j))
+          x[j] = v;
+    }
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+      if (j < nterm && !(self & (1u << j)))
+        ok |= (uint32_t)pcl_kll_rd(term[j], i, flag, &x[j]) << j;
+    if (ok != all) {
+      w->start = 0;
+      w->n = 0;
+      do {
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+          if (j < nterm && !(ok & (1u << j)))
+            ok |= (uint32_t)pcl_kll_rd(term[j], i, flag, &x[j]) << j;
+      } while (ok != all && !pcl_kll_tick(w));
+    }
+    W acc = x[0];
+#pragma unroll
+    for (int j = 1; j < NT; j++)
+      if (j < nterm)
+        acc = pcl_kred_w<T, OP, W>(acc, x[j]);
+    pcl_kll_st(o, i, acc);
+  }
+}
+
+template <typename T, typename W, int NT>
+static __device__ __forceinline__ void
+pcl_kew_run(int redop, const char *s, char *const *put, int nput, const char *const *term,
+            int nterm, uint32_t self, char *o, uint32_t bytes, uint32_t flag, pcl_kll_watch_t *w) {
+  const uint32_t n = bytes / (uint32_t)sizeof(W);
+  switch (redop) { /* avg sums here; the kernel scales at its end */
+  case ncclProd:
+    pcl_kew_loop<T, ncclProd, W, NT>(s, put, nput, term, nterm, self, o, n, flag, w);
+    break;
+  case ncclMax:
+    pcl_kew_loop<T, ncclMax, W, NT>(s, put, nput, term, nterm, self, o, n, flag, w);
+    break;
+  case ncclMin:
+    pcl_kew_loop<T, ncclMin, W, NT>(s, put, nput, term, nterm, self, o, n, flag, w);
+    break;
+  default:
+    pcl_kew_loop<T, ncclSum, W, NT>(s, put, nput, term, nterm, self, o, n, flag, w);
+  }
+}
+
+/* Every thread reads its block's flag slot itself (no shared memory, no barrier at entry), so
+ * the block synchronises once before pcl_kexec_end stores the slots (exec_end.cuh). */
+template <typename T, int NT>
+__global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS, 1)
+    pcl_kexec_ew(const __grid_constant__ pcl_kargs_t a) {
+  PCL_KPROF_ENTRY;
+  const pcl_kew_t *d = (const pcl_kew_t *)a.blocks + blockIdx.x;
+  const uint64_t f64 =
+      *(volatile const uint64_t *)&a.state->flag[blockIdx.x % PCL_KABI_FLAG_SLOTS] + 1;
+  /* The descriptor does not depend on the flag: these loads overlap the slot's. */
+  const uint4 h0 = *(const uint4 *)d, h1 = *((const uint4 *)d + 1);
+  const uint32_t bytes = h0.x, s_off = h0.y, o_off = h0.z;
+  const uint32_t s_kind = h0.w & 0xffu, o_kind = (h0.w >> 8) & 0xffu;
+  const int nput = (int)((h0.w >> 16) & 0xffu), nterm = (int)(h0.w >> 24);
+  const uint32_t self = h1.x & 0xffu, redop_plan = (h1.x >> 8) & 0xffu;
+  uint4 pu[NT], te[NT];
+#pragma unroll
+  for (int j = 0; j < NT; j++) {
+    if (j < nput)
+      pu[j] = *(const uint4 *)&d->put[j][0];
+    if (j < nterm && !(self & (1u << j)))
+      te[j] = *(const uint4 *)&d->term[j][0];
+  }
+  const uint32_t flag = (uint32_t)f64, odd = flag & 1u;
+  char *put[NT];
+  const char *term[NT];
+#pragma unroll
+  for (int j = 0; j < NT; j++) {
+    put[j] = j < nput ? (char *)(uintptr_t)(odd ? ((uint64_t)pu[j].w << 32 | pu[j].z)
+                                                : ((uint64_t)pu[j].y << 32 | pu[j].x))
+                      : NULL;
+    term[j] = j < nterm && !(self & (1u << j))
+                  ? (const char *)(uintptr_t)(odd ? ((uint64_t)te[j].w << 32 | te[j].z)
+                                                  : ((uint64_t)te[j].y << 32 | te[j].x))
+                  : NULL;
+  }
+  const char *s = s_kind == PCL_KBUF_INPUT    ? (const char *)(uintptr_t)a.in + s_off
+                  : s_kind == PCL_KBUF_OUTPUT ? (const char *)(uintptr_t)a.out + s_off
+                                              : NULL;
+  char *o = o_kind == PCL_KBUF_INPUT    ? (char *)(uintptr_t)a.in + o_off
+            : o_kind == PCL_KBUF_OUTPUT ? (char *)(uintptr_t)a.out + o_off
+                                        : NULL;
+  const int redop = redop_plan == PCL_KOP_REDOP_CALL ? (int)a.redop : (int)redop_plan;
+  PCL_KPROF_STAMP(prof_ready);
+  pcl_kll_watch_t w = {a.abort_flag, a.error, a.timeout_ns, 0, 0, 0};
+  if (a.pkt == PCL_KPKT_LL16)
+    pcl_kew_run<T, uint2, NT>(redop, s, put, nput, term, nterm, self, o, bytes, flag, &w);
+  else
+    pcl_kew_run<T, uint32_t, NT>(redop, s, put, nput, term, nterm, self, o, bytes, flag, &w);
+#ifdef PCL_KPROF
+  prof_op[0] = clock64();
+#endif
+  __syncthreads();
+  pcl_kexec_end<T>(a, f64, &w);
+  PCL_KPROF_EXIT(1);
+}
+
+const pcl_kew_entry_t pcl_kew_table[] = {
+#define PCL_KDTYPE(suffix, nccl, ctype, nbytes)                                                    \
+  {nccl, {pcl_kexec_ew<ctype, 2>, pcl_kexec_ew<ctype, 4>, pcl_kexec_ew<ctype, 8>}},
+#include "types.def"
+#undef PCL_KDTYPE
+};
+const int pcl_kew_table_n = (int)(sizeof(pcl_kew_table) / sizeof(pcl_kew_table[0]));
