@@ -30,8 +30,11 @@
 #define RB_DEFAULT_BLOCKS 8 /* reference shape where no plan runs a size (the N-rank plans') */
 #define RB_DEFAULT_THREADS 512
 
-enum { RB_PLAN, RB_REF, RB_EMPTY, RB_NOP, RB_KINDS };
-static const char *const rb_kind_name[RB_KINDS] = {"plan", "reference", "empty kernel", "nop plan"};
+/* RB_REFNOP: the reference kernel moving 0 bytes (its flag protocol alone), the control of the
+ * nop plan. */
+enum { RB_PLAN, RB_REF, RB_EMPTY, RB_NOP, RB_REFNOP, RB_KINDS };
+static const char *const rb_kind_name[RB_KINDS] = {"plan", "reference", "empty kernel", "nop plan",
+                                                   "reference at 0 bytes"};
 
 typedef struct {
   int ranks[RB_MAX_RUNS];
@@ -202,9 +205,10 @@ static int rb_launch(rb_rank_t *R, const rb_case_t *c, int kind) {
     return 0;
   }
   case RB_REF:
+  case RB_REFNOP:
     R->ref.in = in;
     R->ref.out = out;
-    R->ref.bytes = c->bytes;
+    R->ref.bytes = kind == RB_REF ? c->bytes : 0;
     RB_CUCK(pcl_ref_allreduce_launch(R->run->nranks, &R->ref, c->blocks, c->threads, R->st));
     return 0;
   default:
@@ -371,6 +375,8 @@ static int rb_case(rb_rank_t *R, int ci) {
   if (rb_time(R, ci, RB_EMPTY))
     return 1;
   if (nop_ok && rb_time(R, ci, RB_NOP))
+    return 1;
+  if (c->ref_ok && rb_time(R, ci, RB_REFNOP))
     return 1;
   return rb_kernel_errors(R);
 }
@@ -955,11 +961,12 @@ static void rb_report(rb_summary_t *sum) {
              g_run.res[0][ci].kernel ? g_run.res[0][ci].kernel : "",
              g_run.res[0][ci].kernel ? ")" : "");
     if (g_o.csv)
-      printf("%d,%llu,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", g_run.nranks, (unsigned long long)c->bytes,
-             f[RB_PLAN], f[RB_REF], ratio, f[RB_EMPTY], f[RB_NOP], pshape, rshape, check, name);
+      printf("%d,%llu,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", g_run.nranks, (unsigned long long)c->bytes,
+             f[RB_PLAN], f[RB_REF], ratio, f[RB_EMPTY], f[RB_NOP], f[RB_REFNOP], pshape, rshape,
+             check, name);
     else
-      printf("%5d %7s %9s %9s %7s %9s %9s %10s %10s %-14s %s\n", g_run.nranks, size, f[RB_PLAN],
-             f[RB_REF], ratio, f[RB_EMPTY], f[RB_NOP], pshape, rshape, check, name);
+      printf("%5d %7s %9s %9s %7s %9s %9s %9s %10s %10s %-14s %s\n", g_run.nranks, size, f[RB_PLAN],
+             f[RB_REF], ratio, f[RB_EMPTY], f[RB_NOP], f[RB_REFNOP], pshape, rshape, check, name);
 #ifdef PCL_KPROF
     if (!g_o.csv) {
       rb_print_prof("plan", &g_run.res[0][ci].prof[0]);
@@ -1040,16 +1047,19 @@ int main(int argc, char **argv) {
          "(%d SMs); %d calls per CUDA graph x %d replays, kernel time per call in us, max over "
          "ranks\n",
          prop.name, ngpus, prop.multiProcessorCount, g_o.iters, g_o.reps);
-  printf("# empty = empty kernel node, nop = plan of one nop per block, both in the reference's "
-         "shape; ratio = plan / ref\n");
+  printf("# empty = empty kernel node, nop = plan of one nop per block, refnop = the reference "
+         "moving 0 bytes (its flag protocol alone), all in the reference's shape; ratio = plan / "
+         "ref\n");
   if (g_o.blocks || g_o.threads)
     printf("# reference shape overridden (--blocks/--threads): where it differs from the plan's, "
            "the ratio compares different launch shapes\n");
   if (g_o.csv)
-    printf("ranks,bytes,plan_us,ref_us,ratio,empty_us,nop_us,plan_shape,ref_shape,check,plan\n");
+    printf("ranks,bytes,plan_us,ref_us,ratio,empty_us,nop_us,refnop_us,plan_shape,ref_shape,check,"
+           "plan\n");
   else
-    printf("%5s %7s %9s %9s %7s %9s %9s %10s %10s %-14s %s\n", "ranks", "size", "plan_us", "ref_us",
-           "ratio", "empty_us", "nop_us", "plan_shape", "ref_shape", "check", "plan");
+    printf("%5s %7s %9s %9s %7s %9s %9s %9s %10s %10s %-14s %s\n", "ranks", "size", "plan_us",
+           "ref_us", "ratio", "empty_us", "nop_us", "refnop_us", "plan_shape", "ref_shape", "check",
+           "plan");
   fflush(stdout);
 
   rb_summary_t sum;

@@ -210,11 +210,12 @@ static inline int pcl_ref_blocks_per_sm(int nranks, int threads) {
   return n;
 }
 
-/* One call on `stream` (capturable). cudaErrorInvalidValue for a shape or size it cannot run
- * (bytes 0 included: see the double-scratch argument). */
+/* One call on `stream` (capturable). cudaErrorInvalidValue for a shape or size it cannot run.
+ * bytes 0 runs the flag protocol alone (a timing control): such calls move no data, so the
+ * double-scratch argument, which needs every call to wait for its peers, is not needed. */
 static inline cudaError_t pcl_ref_allreduce_launch(int nranks, const pcl_ref_args_t *a, int blocks,
                                                    int threads, cudaStream_t stream) {
-  if (blocks < 1 || blocks > PCL_REF_MAX_SLOTS || threads < 32 || threads > 1024 || a->bytes == 0 ||
+  if (blocks < 1 || blocks > PCL_REF_MAX_SLOTS || threads < 32 || threads > 1024 ||
       a->bytes % 16 != 0 || a->bytes / 16 > UINT32_MAX / 2 || a->rank < 0 || a->rank >= nranks ||
       (uint64_t)nranks * 2 * a->bytes > a->half_bytes)
     return cudaErrorInvalidValue;

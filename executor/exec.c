@@ -358,7 +358,8 @@ static int prog_check(const pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pro
 static ncclResult_t program_image(const pcl_exec_ctx_t *c, const pcl_plan_t *plan,
                                   const pcl_kblock_t *blocks, prog_t *p, uint8_t **image) {
   const int nb = plan->max_blocks;
-  if (p->ll && pcl_param_ew_kernel()) {
+  /* The EW kernels share their descriptor across each warp by shuffles: whole warps only. */
+  if (p->ll && pcl_param_ew_kernel() && plan->num_threads_per_block % 32 == 0) {
     pcl_kew_t *ew = NULL;
     char why[160];
     PCL_CALLOC(ew, (size_t)nb, "exec EW program");

@@ -86,36 +86,43 @@ pcl_kew_run(int redop, const char *s, char *const *put, int nput, const char *co
 template <typename T, int NT>
 __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS, 1)
     pcl_kexec_ew(const __grid_constant__ pcl_kargs_t a) {
+  static_assert(NT <= PCL_KEW_MAX, "the descriptor holds PCL_KEW_MAX entries");
   PCL_KPROF_ENTRY;
   const pcl_kew_t *d = (const pcl_kew_t *)a.blocks + blockIdx.x;
   const uint64_t f64 =
       *(volatile const uint64_t *)&a.state->flag[blockIdx.x % PCL_KABI_FLAG_SLOTS] + 1;
-  /* The descriptor does not depend on the flag: these loads overlap the slot's. */
-  const uint4 h0 = *(const uint4 *)d, h1 = *((const uint4 *)d + 1);
-  const uint32_t bytes = h0.x, s_off = h0.y, o_off = h0.z;
-  const uint32_t s_kind = h0.w & 0xffu, o_kind = (h0.w >> 8) & 0xffu;
-  const int nput = (int)((h0.w >> 16) & 0xffu), nterm = (int)(h0.w >> 24);
-  const uint32_t self = h1.x & 0xffu, redop_plan = (h1.x >> 8) & 0xffu;
-  uint4 pu[NT], te[NT];
-#pragma unroll
-  for (int j = 0; j < NT; j++) {
-    if (j < nput)
-      pu[j] = *(const uint4 *)&d->put[j][0];
-    if (j < nterm && !(self & (1u << j)))
-      te[j] = *(const uint4 *)&d->term[j][0];
-  }
+  /* The descriptor, in 16-byte units: [0] and [1] the header, [2 + j] put[j], [2 + PCL_KEW_MAX
+   * + j] term[j]. Each warp loads the 2 + 2 * NT units it needs ONCE, one unit per lane (one
+   * request per warp, not one per unit), and the lanes share them by shuffles; the loads do not
+   * depend on the flag, so they overlap the slot's. Unused entries are loaded too (the
+   * descriptor always holds PCL_KEW_MAX): loads predicated on nput/nterm would wait for the
+   * header first. Needs whole warps (exec.c picks the EW kernels only then). */
+  const unsigned lane = threadIdx.x & 31u;
+  const unsigned unit = lane < 2u + NT ? lane : lane - NT + PCL_KEW_MAX;
+  uint4 mine = make_uint4(0, 0, 0, 0);
+  if (lane < 2u + 2u * NT)
+    mine = ((const uint4 *)d)[unit];
   const uint32_t flag = (uint32_t)f64, odd = flag & 1u;
+  const uint32_t bytes = __shfl_sync(0xffffffffu, mine.x, 0);
+  const uint32_t s_off = __shfl_sync(0xffffffffu, mine.y, 0);
+  const uint32_t o_off = __shfl_sync(0xffffffffu, mine.z, 0);
+  const uint32_t hw = __shfl_sync(0xffffffffu, mine.w, 0);
+  const uint32_t h1 = __shfl_sync(0xffffffffu, mine.x, 1);
+  const uint32_t s_kind = hw & 0xffu, o_kind = (hw >> 8) & 0xffu;
+  const int nput = (int)((hw >> 16) & 0xffu), nterm = (int)(hw >> 24);
+  const uint32_t self = h1 & 0xffu, redop_plan = (h1 >> 8) & 0xffu;
+  /* Each lane keeps the address of this call's scratch half, then shares it. */
+  const uint32_t lo = odd ? mine.z : mine.x, hi = odd ? mine.w : mine.y;
   char *put[NT];
   const char *term[NT];
 #pragma unroll
   for (int j = 0; j < NT; j++) {
-    put[j] = j < nput ? (char *)(uintptr_t)(odd ? ((uint64_t)pu[j].w << 32 | pu[j].z)
-                                                : ((uint64_t)pu[j].y << 32 | pu[j].x))
-                      : NULL;
-    term[j] = j < nterm && !(self & (1u << j))
-                  ? (const char *)(uintptr_t)(odd ? ((uint64_t)te[j].w << 32 | te[j].z)
-                                                  : ((uint64_t)te[j].y << 32 | te[j].x))
-                  : NULL;
+    const uint64_t pa =
+        (uint64_t)__shfl_sync(0xffffffffu, hi, 2 + j) << 32 | __shfl_sync(0xffffffffu, lo, 2 + j);
+    const uint64_t ta = (uint64_t)__shfl_sync(0xffffffffu, hi, 2 + NT + j) << 32 |
+                        __shfl_sync(0xffffffffu, lo, 2 + NT + j);
+    put[j] = j < nput ? (char *)(uintptr_t)pa : NULL;
+    term[j] = j < nterm && !(self & (1u << j)) ? (const char *)(uintptr_t)ta : NULL;
   }
   const char *s = s_kind == PCL_KBUF_INPUT    ? (const char *)(uintptr_t)a.in + s_off
                   : s_kind == PCL_KBUF_OUTPUT ? (const char *)(uintptr_t)a.out + s_off

@@ -273,11 +273,13 @@ typedef struct PCL_KABI_ALIGN(16) {
   uint8_t nterm;     /* <= PCL_KEW_MAX */
   uint8_t self_mask; /* term j is v itself */
   uint8_t redop;     /* ncclRedOp_t of the reduction, PCL_KOP_REDOP_CALL = the call's */
-  uint8_t reserved[6];
+  uint8_t reserved[14]; /* the tables start 16-byte aligned: the kernel loads them as uint4 */
   uint64_t put[PCL_KEW_MAX][2];
   uint64_t term[PCL_KEW_MAX][2]; /* unused where self_mask has the bit */
 } pcl_kew_t;
 PCL_KABI_ASSERT(sizeof(pcl_kew_t) == 32 + 32 * PCL_KEW_MAX, "elementwise program layout");
+PCL_KABI_ASSERT(offsetof(pcl_kew_t, put) == 32 && offsetof(pcl_kew_t, term) % 16 == 0,
+                "elementwise tables 16-byte aligned");
 
 /* ---- per-communicator device state (device memory, zeroed at creation) ----
  * Flag protocol (graph-safe, lock-step across ranks, no grid-wide synchronisation for grids of
