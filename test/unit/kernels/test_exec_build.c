@@ -519,19 +519,22 @@ static void ew_shipped(const char *rel, int nranks, int want) {
   pcl_plan_destroy(p);
 }
 
-START_TEST(test_ew_shipped_2gpu) {
-  ew_shipped("plans/allreduce/2gpu_ll1_inplace.json", 2, 2);
-  ew_shipped("plans/allreduce/2gpu_ll1_outofplace.json", 2, 2);
-  ew_shipped("plans/allreduce/2gpu_ll1_small_outofplace.json", 2, 2);
-  PCL_ASSERT_NO_LEAKS();
-}
-END_TEST
+/* The shipped one-phase LL allreduce plans: ranks and the EW kernel they must take. */
+static const struct {
+  const char *path;
+  int nranks, bound;
+} ew_plans[] = {
+    {"plans/allreduce/2gpu_ll1_inplace.json", 2, 2},
+    {"plans/allreduce/2gpu_ll1_outofplace.json", 2, 2},
+    {"plans/allreduce/2gpu_ll1_small_outofplace.json", 2, 2},
+    {"plans/extra/allreduce/4gpu_ll1_inplace.json", 4, 4},
+    {"plans/extra/allreduce/4gpu_ll1_outofplace.json", 4, 4},
+    {"plans/extra/allreduce/8gpu_ll1_inplace.json", 8, 8},
+    {"plans/extra/allreduce/8gpu_ll1_outofplace.json", 8, 8},
+};
 
-START_TEST(test_ew_shipped_ngpu) {
-  ew_shipped("plans/extra/allreduce/4gpu_ll1_inplace.json", 4, 4);
-  ew_shipped("plans/extra/allreduce/4gpu_ll1_outofplace.json", 4, 4);
-  ew_shipped("plans/extra/allreduce/8gpu_ll1_inplace.json", 8, 8);
-  ew_shipped("plans/extra/allreduce/8gpu_ll1_outofplace.json", 8, 8);
+START_TEST(test_ew_shipped) {
+  ew_shipped(ew_plans[_i].path, ew_plans[_i].nranks, ew_plans[_i].bound);
   PCL_ASSERT_NO_LEAKS();
 }
 END_TEST
@@ -561,8 +564,7 @@ int main(void) {
   tcase_add_test(tc, test_ll_fast_path);
   tcase_add_test(tc, test_ew_two_rank);
   tcase_add_test(tc, test_ew_refusals);
-  tcase_add_test(tc, test_ew_shipped_2gpu);
-  tcase_add_test(tc, test_ew_shipped_ngpu);
+  tcase_add_loop_test(tc, test_ew_shipped, 0, (int)(sizeof(ew_plans) / sizeof(ew_plans[0])));
   tcase_add_test(tc, test_bad_args);
   suite_add_tcase(s, tc);
   return pcl_test_run_suite(s);
