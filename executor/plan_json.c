@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "alloc.h"
 #include "log.h"
@@ -172,27 +173,6 @@ static ncclResult_t conv_plan(pcl_plan_ctx_t *c, yajl_val root, pcl_plan_t *p) {
 
 /* yajl_tree frees recursively; refuse absurd nesting before parsing so neither yajl nor our
  * walkers can exhaust the stack. */
-static int json_too_deep(const char *s, size_t len) {
-  int depth = 0, in_str = 0;
-  for (size_t i = 0; i < len; i++) {
-    char ch = s[i];
-    if (in_str) {
-      if (ch == '\\')
-        i++;
-      else if (ch == '"')
-        in_str = 0;
-    } else if (ch == '"') {
-      in_str = 1;
-    } else if (ch == '[' || ch == '{') {
-      if (++depth > MAX_JSON_DEPTH)
-        return 1;
-    } else if (ch == ']' || ch == '}') {
-      depth--;
-    }
-  }
-  return 0;
-}
-
 void pcl_plan_destroy(pcl_plan_t *p) {
   if (p == NULL)
     return;
@@ -227,23 +207,18 @@ ncclResult_t pcl_plan_load_buffer(const char *name, const char *json, size_t len
     err[0] = '\0';
   if (json == NULL)
     return pcl_plan_fail(&c, NULL, "no plan text");
-  if (json_too_deep(json, len))
-    return pcl_plan_fail(&c, NULL, "JSON nested deeper than %d levels", MAX_JSON_DEPTH);
-  /* yajl_tree_parse wants a NUL-terminated string; an embedded NUL would hide the rest. */
-  if (memchr(json, '\0', len) != NULL)
-    return pcl_plan_fail(&c, NULL, "NUL byte in JSON text");
+  /* Also refuses NUL bytes: yajl_tree_parse wants a NUL-terminated string. */
+  char why[256];
+  if (!pcl_plan_json_prescan(json, len, MAX_JSON_DEPTH, why, sizeof(why)))
+    return pcl_plan_fail(&c, NULL, "%s", why);
   text = pcl_calloc(len + 1, 1, "plan json text");
   if (text == NULL)
     return ncclSystemError;
   memcpy(text, json, len);
-  char yerr[256] = "";
-  root = yajl_tree_parse(text, yerr, sizeof(yerr));
+  root = yajl_tree_parse(text, NULL, 0);
   if (root == NULL) {
-    /* yajl's message spans lines; keep the first one. */
-    char *nl = strchr(yerr, '\n');
-    if (nl)
-      *nl = '\0';
-    res = pcl_plan_fail(&c, NULL, "invalid JSON: %s", yerr[0] ? yerr : "parse error");
+    pcl_plan_json_locate(text, len, why, sizeof(why));
+    res = pcl_plan_fail(&c, NULL, "%s", why);
     goto out;
   }
   PCL_CALLOC(p, 1, "plan");
@@ -288,6 +263,16 @@ ncclResult_t pcl_plan_load(const char *path, pcl_plan_t **out, char *err, size_t
       snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     return ncclSystemError;
   }
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) { /* fopen opens them; reads fail */
+    if (err && errlen)
+      snprintf(err, errlen,
+               "%s: a directory, not a plan file (name its .json files; PLANCCL_PLAN_DIR takes "
+               "directories)",
+               path);
+    fclose(f);
+    return ncclInvalidArgument;
+  }
   size_t cap = 0, len = 0;
   for (;;) {
     if (len == cap) {
@@ -315,7 +300,7 @@ ncclResult_t pcl_plan_load(const char *path, pcl_plan_t **out, char *err, size_t
   }
   if (ferror(f)) {
     if (err && errlen)
-      snprintf(err, errlen, "%s: read error", path);
+      snprintf(err, errlen, "%s: read error: %s", path, strerror(errno));
     res = ncclSystemError;
     goto out;
   }

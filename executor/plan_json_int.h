@@ -32,6 +32,14 @@ ncclResult_t pcl_json_array(pcl_plan_ctx_t *c, yajl_val o, const char *key, int 
 /* An array element (the current JSON path) that must be a non-negative integer: an index. */
 ncclResult_t pcl_json_elem_index(pcl_plan_ctx_t *c, yajl_val e, long long *out);
 
+/* ---- the text (plan_json_text.c) ---- */
+/* 1 when s[0 .. len) may be JSON text: it starts like a JSON value, has no control bytes but
+ * whitespace outside strings and none inside, nests at most max_depth; else 0 with why (line and
+ * column of the first offence). The object shape is checked after parsing. */
+int pcl_plan_json_prescan(const char *s, size_t len, int max_depth, char *why, size_t n);
+/* For text yajl refused: where (line, column, byte) and yajl's reason, into why. */
+void pcl_plan_json_locate(const char *s, size_t len, char *why, size_t n);
+
 /* ---- conversion ---- */
 typedef struct {
   pcl_plan_ctx_t *c;

@@ -3,6 +3,7 @@
  * shrink, revoke, finalize, destroy, abort, async errors and queries. Each call creates or
  * resolves planccl's comm and forwards to the real NCCL with the real comm. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "alloc.h"
@@ -29,6 +30,26 @@ PCL_API ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
 }
 PCL_ALIAS(ncclGetUniqueId)
 
+/* A failed init is said at WARN with the real library's own words (NCCL itself prints nothing
+ * unless NCCL_DEBUG asks) and, when it is the cause, that no CUDA device is usable here. */
+static void warn_init_failed(ncclResult_t res) {
+  if (res == ncclSuccess || res == ncclInProgress)
+    return;
+  const struct pcl_nccl_fns *F = pcl_fallback_fns();
+  const char *theirs = F != NULL && F->ncclGetLastError != NULL ? F->ncclGetLastError(NULL) : NULL;
+  int ndev = 0;
+  cudaError_t e = cudaGetDeviceCount(&ndev);
+  if (e != cudaSuccess)
+    (void)cudaGetLastError();
+  char dev[160] = "";
+  if (e != cudaSuccess || ndev == 0)
+    snprintf(dev, sizeof(dev), "; no usable CUDA device here (cudaGetDeviceCount: %s, %d devices)",
+             cudaGetErrorString(e), ndev);
+  PCL_WARN(PCL_LOG_SHIM | PCL_LOG_INIT, "communicator init failed in the real NCCL: %s%s%s%s",
+           ncclGetErrorString(res), theirs != NULL && theirs[0] ? "; NCCL's last error: " : "",
+           theirs != NULL ? theirs : "", dev);
+}
+
 /* Hands the new comm to the caller, or frees it when the real library created nothing. A comm
  * whose real pointer is still NULL is kept when the real init was deferred (inside a group) or is
  * in progress (non-blocking): the real library fills c->real later. */
@@ -41,6 +62,7 @@ static ncclResult_t finish_create(struct ncclComm *c, ncclComm_t *out, ncclResul
   }
   pcl_comm_destroy(c);
   *out = NULL;
+  warn_init_failed(res);
   return res;
 }
 

@@ -8,6 +8,11 @@
 #include "plan.h"
 #include "sim.h"
 
+/* --seeds and --calls: each multiplies the simulation's time; beyond this it would run for
+ * hours without finding more. */
+#define PCL_PLAN_TOOL_MAX_COUNT 1000
+#define PCL_PLAN_TOOL_MAX_COUNT_S "1000"
+
 static void usage(FILE *f) {
   fprintf(f,
           "usage: planccl-plan COMMAND [OPTIONS] FILE...\n"
@@ -21,16 +26,17 @@ static void usage(FILE *f) {
           "simulate options:\n"
           "  --sizes LIST       comma-separated message sizes (K/M/G suffixes; registry\n"
           "                     semantics: allgather = total output, reducescatter = total input);\n"
-          "                     default: a spread over the plan's range, ends included\n"
+          "                     default: a spread over the plan's range, ends included; sizes a\n"
+          "                     plan cannot run are named and skipped\n"
           "  --max-bytes N      cap of the automatic sizes (default: 32M/nranks, 64K..2M)\n"
           "  --dtype T|all      int8 uint8 int32 uint32 int64 uint64 fp16 fp32 fp64 bf16 e4m3\n"
           "                     e5m2 (default fp32)\n"
           "  --op OP|all        sum prod max min avg (default sum; reducing collectives only)\n"
           "  --seeds N          schedules per case (default 4: round-robin, greedy up, greedy\n"
-          "                     down, random...)\n"
+          "                     down, random...; at most 1000)\n"
           "  --seed S           first seed (default 0)\n"
           "  --packet P|all     ll16 or ll8 (default ll16)\n"
-          "  --calls N          calls per size, flag advanced each time (default 2)\n"
+          "  --calls N          calls per size, flag advanced each time (default 2; at most 1000)\n"
           "  --any-op           every reduce op uses the call's op, even where the plan fixes\n"
           "                     reduce_op (what-if runs)\n"
           "  -v, --verbose      also print messages of skipped cases\n"
@@ -124,6 +130,12 @@ static int cmd_simulate(int nfiles, char **files, sim_args_t *a) {
                    p->collective == PCL_PLAN_COLL_REDUCESCATTER ||
                    p->collective == PCL_PLAN_COLL_REDUCE;
     int nops = reducing ? a->nops : 1;
+    for (int k = 0; k < a->nsizes; k++) /* said once per plan, not per case */
+      if (!pcl_plan_size_runnable(p, a->sizes[k]))
+        printf("  %s: size %llu skipped: this plan runs %llu .. %llu bytes, split as its chunks "
+               "and alignment allow, and not this one\n",
+               name, (unsigned long long)a->sizes[k], (unsigned long long)p->min_message_size,
+               (unsigned long long)p->max_message_size);
     for (int pk = 0; pk < a->npackets; pk++)
       for (int d = 0; d < a->ndtypes; d++)
         for (int o = 0; o < nops; o++) {
@@ -410,8 +422,10 @@ int main(int argc, char **argv) {
     } else if (strcmp(o, "--seeds") == 0 || strcmp(o, "--seed") == 0 || strcmp(o, "--calls") == 0) {
       char *end;
       long x = strtol(v, &end, 10);
-      if (*end || x < 0 || (x == 0 && strcmp(o, "--seed") != 0)) {
-        fprintf(stderr, "planccl-plan: bad value '%s' for %s\n", v, o);
+      int counted = strcmp(o, "--seed") != 0; /* --seeds and --calls: counts, capped */
+      if (*end || x < 0 || (x == 0 && counted) || (counted && x > PCL_PLAN_TOOL_MAX_COUNT)) {
+        fprintf(stderr, "planccl-plan: bad value '%s' for %s%s\n", v, o,
+                counted ? " (1 .. " PCL_PLAN_TOOL_MAX_COUNT_S ")" : "");
         goto out;
       }
       if (strcmp(o, "--seeds") == 0) a->base.nseeds = (int)x;

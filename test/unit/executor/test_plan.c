@@ -30,7 +30,8 @@ START_TEST(test_good_plans_load) {
   int n = 0;
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
-    if (!is_json(e->d_name)) continue;
+    if (!is_json(e->d_name))
+      continue;
     char rel[512];
     snprintf(rel, sizeof(rel), "good/%s", e->d_name);
     pcl_plan_t *p = load_ok(rel);
@@ -52,7 +53,8 @@ START_TEST(test_bad_plans_refused) {
   ck_assert_ptr_nonnull(list);
   int n = 0;
   for (char *line = strtok(list, "\n"); line; line = strtok(NULL, "\n")) {
-    if (line[0] == '#' || line[0] == '\0') continue;
+    if (line[0] == '#' || line[0] == '\0')
+      continue;
     char *tab = strchr(line, '\t');
     ck_assert_ptr_nonnull(tab);
     *tab = '\0';
@@ -80,7 +82,8 @@ static const char *const nvls_plans[] = {"allreduce_pipeline_nvls_4.json", "redu
 
 static int is_nvls(const char *n) {
   for (size_t i = 0; i < sizeof(nvls_plans) / sizeof(nvls_plans[0]); i++)
-    if (strcmp(n, nvls_plans[i]) == 0) return 1;
+    if (strcmp(n, nvls_plans[i]) == 0)
+      return 1;
   return 0;
 }
 
@@ -91,7 +94,8 @@ static int check_conformance_dir(const char *dir) {
   int n = 0, nvls = 0;
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
-    if (!is_json(e->d_name)) continue;
+    if (!is_json(e->d_name))
+      continue;
     char path[1024], err[1024];
     pcl_plan_t *p = NULL;
     snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
@@ -143,6 +147,41 @@ START_TEST(test_io_error) {
   ck_assert_int_eq(pcl_plan_load("/nonexistent/plan.json", &p, NULL, 0), ncclSystemError);
   ck_assert_int_eq(pcl_plan_load_buffer("x", "{", 1, &p, NULL, 0), ncclInvalidArgument);
   pcl_plan_destroy(NULL);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+/* What is not a plan's text is refused with where it went wrong (line, column). */
+static void text_refused(const char *text, size_t len, const char *want) {
+  char err[512] = "";
+  pcl_plan_t *p = NULL;
+  ck_assert_int_eq(pcl_plan_load_buffer("t.json", text, len, &p, err, sizeof(err)),
+                   ncclInvalidArgument);
+  ck_assert_ptr_null(p);
+  ck_assert_msg(strstr(err, want) != NULL, "error '%s' lacks '%s'", err, want);
+  ck_assert_msg(strncmp(err, "t.json", 6) == 0, "error '%s' names no file", err);
+}
+
+START_TEST(test_text_errors) {
+  static const char png[] = "\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+  text_refused(png, sizeof(png) - 1, "not JSON: byte 0x89 at line 1, column 1");
+  text_refused("  <plan/>", 9, "not JSON: starts with '<' at line 1, column 3");
+  text_refused(" \n\t", 3, "empty file");
+  text_refused("{\"a\":\x01}", 6, "control byte 0x01 at line 1, column 6");
+  text_refused("{\"a\":\"x\0y\"}", 11, "control byte 0x00 at line 1, column 8 (inside a string)");
+  static const char bad[] = "{\n  \"name\": \"x\",\n  oops\n}";
+  text_refused(bad, sizeof(bad) - 1, "invalid JSON at line 3, column 3");
+  text_refused("{\"a\": [1,", 9, "invalid JSON at line 1");
+  char deep[200];
+  int n = 0;
+  for (int i = 0; i < 70; i++)
+    n += snprintf(deep + n, sizeof(deep) - (size_t)n, "%s", i == 0 ? "{" : "[");
+  text_refused(deep, (size_t)n, "nested deeper than 64 levels at line 1, column 65");
+  /* a directory opens but is no plan file */
+  char err[512] = "";
+  pcl_plan_t *p = NULL;
+  ck_assert_int_eq(pcl_plan_load("/tmp", &p, err, sizeof(err)), ncclInvalidArgument);
+  ck_assert_ptr_nonnull(strstr(err, "/tmp: a directory, not a plan file"));
   PCL_ASSERT_NO_LEAKS();
 }
 END_TEST
@@ -222,7 +261,8 @@ START_TEST(test_pipeline_flattened) {
   ck_assert_uint_eq(b0->ops[2].unit_size, 4096);
   ck_assert_uint_eq(b0->ops[2].num_chunks, 1);
   ck_assert_int_eq(b0->ops[2].in_pipeline, 0);
-  for (int k = 3; k < 9; k++) ck_assert_int_eq(b0->ops[k].in_pipeline, 1);
+  for (int k = 3; k < 9; k++)
+    ck_assert_int_eq(b0->ops[k].in_pipeline, 1);
   ck_assert_int_eq(b0->ops[8].type, PCL_PLAN_OP_SEM_RELEASE);
   ck_assert_int_eq(b0->ops[8].n_sems, 1);
   ck_assert_int_eq(b1->channels[PCL_PLAN_CHAN_MEMORY][0], 1);
@@ -269,8 +309,11 @@ START_TEST(test_legacy_names) {
   static const struct {
     const char *old;
     int now;
-  } m[] = {{"rrc", PCL_PLAN_OP_RRE}, {"rrcs", PCL_PLAN_OP_RRES}, {"rs", PCL_PLAN_OP_RES},
-           {"rpkt", PCL_PLAN_OP_REPKT}, {"tpkt", PCL_PLAN_OP_CPKT}};
+  } m[] = {{"rrc", PCL_PLAN_OP_RRE},
+           {"rrcs", PCL_PLAN_OP_RRES},
+           {"rs", PCL_PLAN_OP_RES},
+           {"rpkt", PCL_PLAN_OP_REPKT},
+           {"tpkt", PCL_PLAN_OP_CPKT}};
   for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
     char text[512];
     snprintf(text, sizeof(text),
@@ -362,7 +405,8 @@ START_TEST(test_accepts_op) {
   ck_assert(!pcl_plan_accepts_op(fixed, PCL_PLAN_RED_PROD));
   ck_assert(!pcl_plan_accepts_op(fixed, 7));
   pcl_plan_destroy(fixed);
-  pcl_plan_t *free_op = load_text_ok("free.json",
+  pcl_plan_t *free_op = load_text_ok(
+      "free.json",
       "{\"name\":\"f\",\"collective\":\"allreduce\",\"protocol\":\"Simple\",\"inplace\":true,"
       "\"gpus\":[{\"id\":0,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0,"
       "\"channels\":[],\"remote_buffers\":[],\"semaphores\":[],\"threadblocks\":[{\"id\":0,"
@@ -382,7 +426,8 @@ START_TEST(test_truncated_plans) {
   size_t len = 0;
   char *t = read_text(plan_path(path, sizeof(path), "good/ar2_pipeline_sem.json"), &len);
   ck_assert_ptr_nonnull(t);
-  while (len > 0 && (t[len - 1] == '\n' || t[len - 1] == ' ')) len--; /* last byte is '}' */
+  while (len > 0 && (t[len - 1] == '\n' || t[len - 1] == ' '))
+    len--; /* last byte is '}' */
   for (size_t cut = 0; cut < len; cut += 7) {
     pcl_plan_t *p = NULL;
     char err[512];
@@ -411,6 +456,7 @@ int main(void) {
   tcase_add_test(tc, test_names);
   tcase_add_test(tc, test_truncated_plans);
   tcase_add_test(tc, test_accepts_op);
+  tcase_add_test(tc, test_text_errors);
   suite_add_tcase(s, tc);
   return pcl_test_run_suite(s);
 }

@@ -50,6 +50,24 @@ static void set_result(struct fake_state *st, const char *name, ncclResult_t r) 
   st->results[st->nresults++].result = r;
 }
 
+/* A failed init is said at WARN with the real library's words: NCCL alone prints nothing. */
+START_TEST(test_init_failure_warned) {
+  struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
+  ncclUniqueId id;
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  set_result(st, "ncclCommInitRank", ncclSystemError);
+  snprintf(st->last_error, sizeof(st->last_error), "fake: cudaSetDevice failed");
+  ncclComm_t comm = (ncclComm_t)0x1;
+  ck_assert_int_eq(ncclCommInitRank(&comm, 2, id, 0), ncclSystemError);
+  ck_assert_ptr_null(comm);
+  const char *e = ncclGetLastError(NULL);
+  ck_assert_msg(strstr(e, "communicator init failed in the real NCCL: unhandled system error") &&
+                    strstr(e, "; NCCL's last error: fake: cudaSetDevice failed"),
+                "last error: %s", e);
+  set_result(st, "ncclCommInitRank", ncclSuccess);
+}
+END_TEST
+
 START_TEST(test_unique_id_layout) {
   struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
   ncclUniqueId id;
@@ -412,6 +430,7 @@ END_TEST
 TCase *shim_tcase_forward(void) {
   TCase *tc = tcase_create("forward");
   tcase_add_test(tc, test_unique_id_layout);
+  tcase_add_test(tc, test_init_failure_warned);
   tcase_add_test(tc, test_collectives_forwarded);
   tcase_add_test(tc, test_internal_calls_stay_in_real_library);
   tcase_add_test(tc, test_other_functions_forwarded);
