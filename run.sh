@@ -31,7 +31,10 @@ elif [ "$ngpus" -eq 1 ]; then
   pcl_log "one GPU: the shipped allreduce plans against a hand-written kernel, ranks sharing it"
   PCL_SOURCE_DIR=$PCL_ROOT "$prefix/bin/planccl-refbench" --ranks 2,4,8
 else
-  pcl_log "no GPUs here: simulating every shipped plan on the CPU"
+  # The default set first, then the opt-in one; fp32 sum LL16 up to 16 KiB here (./test.sh runs
+  # every dtype, op and packet format).
+  pcl_log "no GPUs here: every shipped plan on the CPU simulator (fp32 sum, LL16, up to 16 KiB)"
   "$prefix/bin/planccl-plan" simulate --max-bytes 16K \
-    $(find "$prefix/share/planccl/plans" "$prefix/share/planccl/plans-extra" -name "*.json" | sort)
+    $(find "$prefix/share/planccl/plans" -name "*.json" | sort) \
+    $(find "$prefix/share/planccl/plans-extra" -name "*.json" | sort)
 fi

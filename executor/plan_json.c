@@ -141,9 +141,12 @@ static ncclResult_t conv_plan(pcl_plan_ctx_t *c, yajl_val root, pcl_plan_t *p) {
   if (gpus->u.array.len == 0)
     return pcl_plan_fail(c, "gpus", "a plan needs at least one gpu");
   p->n_gpus = (int)gpus->u.array.len;
-  if ((res = pcl_json_int(c, root, "nranks_per_node", 0, p->n_gpus, 1, p->n_gpus,
+  if ((res = pcl_json_int(c, root, "nranks_per_node", 0, p->n_gpus, 1, PCL_PLAN_MAX_GPUS,
                           &p->nranks_per_node)) != ncclSuccess)
     return res;
+  if (p->nranks_per_node > p->n_gpus) /* a gpus entry deleted, most likely */
+    return pcl_plan_fail(c, "gpus", "lists %d ranks, fewer than nranks_per_node (%d)", p->n_gpus,
+                         p->nranks_per_node);
   if (p->n_gpus % p->nranks_per_node)
     return pcl_plan_fail(c, "nranks_per_node", "%d gpus do not split into nodes of %d", p->n_gpus,
                          p->nranks_per_node);

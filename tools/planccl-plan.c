@@ -113,7 +113,7 @@ typedef struct {
 } sim_args_t;
 
 static int cmd_simulate(int nfiles, char **files, sim_args_t *a) {
-  int bad = 0;
+  int bad = 0, ncases = 0, npass = 0, nskip = 0, nplans = 0, nrefused = 0;
   printf("%-34s %5s  %-8s %-10s %-5s %-9s %s\n", "plan", "ranks", "dtype", "op", "pkt",
          "verdict", "sizes");
   for (int f = 0; f < nfiles; f++) {
@@ -122,8 +122,10 @@ static int cmd_simulate(int nfiles, char **files, sim_args_t *a) {
       printf("%-34s %5s  %-8s %-10s %-5s %-9s %s\n", files[f], "-", "-", "-", "-", "REFUSED",
              "-");
       bad = 1;
+      nrefused++;
       continue;
     }
+    nplans++;
     /* The plan's own name: file names repeat across collective folders (4gpu_ll_inplace). */
     const char *name = p->name;
     int reducing = p->collective == PCL_PLAN_COLL_ALLREDUCE ||
@@ -160,11 +162,16 @@ static int cmd_simulate(int nfiles, char **files, sim_args_t *a) {
                  sizes);
           if (failed || (opts.verbose && r->message[0])) printf("  %s\n", r->message);
           bad |= failed;
+          ncases++;
+          npass += !failed && r->verdict == PCL_SIM_PASS;
+          nskip += !failed && r->verdict == PCL_SIM_SKIPPED;
           pcl_free(r);
           fflush(stdout);
         }
     pcl_plan_destroy(p);
   }
+  printf("total: %d plans simulated (%d refused), %d cases: %d passed, %d skipped, %d failed\n",
+         nplans, nrefused, ncases, npass, nskip, ncases - npass - nskip);
   return bad;
 }
 
