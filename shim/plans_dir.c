@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * The process's plan registry, created once at the first communicator that needs it, from the
  * search path of plans_search.c (PLANCCL_PLAN_DIR, then the installed share/planccl/plans found
- * from the library's own path, or for a library never installed the source tree's default set). */
+ * from the library's own path, or for a library never installed the source tree's default set).
+ * libplanccl.so and its compat copy lib/nccl/libnccl.so.2 find the same directories. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <limits.h>
@@ -41,8 +42,13 @@ static void load(void) {
   build_tree = PCL_BUILD_TREE;
   source_plans = PCL_SOURCE_PLANS;
 #endif
-  pcl_plans_search_dirs(pcl_param_plan_dir(), lib_dir(here, sizeof(here), 0) == 0 ? here : NULL,
-                        build_tree, source_plans, &search);
+  int have = lib_dir(here, sizeof(here), 0) == 0;
+  /* The compat copy lib/nccl/libnccl.so.2 (shim/CMakeLists.txt) finds what lib/ would. */
+  const char *base = have ? strrchr(here, '/') : NULL;
+  if (base != NULL && strcmp(base, "/nccl") == 0)
+    have = lib_dir(here, sizeof(here), 1) == 0;
+  pcl_plans_search_dirs(pcl_param_plan_dir(), have ? here : NULL, build_tree, source_plans,
+                        &search);
   const char *dirs[PCL_PLANS_MAX_DIRS];
   int n = search.n;
   for (int i = 0; i < n; i++) dirs[i] = search.path[i];
