@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <nccl.h>
+#include "dtype.h" /* dtype names and sizes (common/dtypes.def) */
 #include "plan.h"
 
 /* ---- Semantics this simulator defines (the GPU executor must match them) -----------------
@@ -187,8 +188,6 @@ int pcl_sim_plan_supports_op(const pcl_plan_t *plan, ncclRedOp_t op);
 int pcl_sim_auto_sizes(const pcl_plan_t *plan, uint64_t max_bytes, uint64_t *sizes, int max);
 
 const char *pcl_sim_verdict_name(pcl_sim_verdict_t v); /* "PASS", "WRONG", ... */
-const char *pcl_sim_dtype_name(ncclDataType_t t);      /* "fp32", "bf16", "e4m3", ... */
-int pcl_sim_dtype_from_name(const char *s);            /* -1 when unknown */
 const char *pcl_sim_op_name(ncclRedOp_t op);           /* "sum", "prod", "max", "min", "avg" */
 int pcl_sim_op_from_name(const char *s);               /* -1 when unknown */
 

@@ -10,28 +10,7 @@
 #include "sim_int.h"
 
 /* ---- Names -------------------------------------------------------------------------------- */
-static const char *const k_dtype_names[ncclNumTypes] = {
-    "int8", "uint8", "int32", "uint32", "int64", "uint64", "fp16", "fp32", "fp64", "bf16",
-    "e4m3", "e5m2"};
 static const char *const k_op_names[ncclNumOps] = {"sum", "prod", "max", "min", "avg"};
-
-const char *pcl_sim_dtype_name(ncclDataType_t t) {
-  return (int)t >= 0 && (int)t < ncclNumTypes ? k_dtype_names[t] : "?";
-}
-
-int pcl_sim_dtype_from_name(const char *s) {
-  static const struct { const char *alias; int t; } aliases[] = {
-      {"float", ncclFloat32}, {"float32", ncclFloat32}, {"half", ncclFloat16},
-      {"float16", ncclFloat16}, {"double", ncclFloat64}, {"float64", ncclFloat64},
-      {"bfloat16", ncclBfloat16}, {"fp8e4m3", ncclFloat8e4m3}, {"fp8e5m2", ncclFloat8e5m2},
-      {"fp8_e4m3", ncclFloat8e4m3}, {"fp8_e5m2", ncclFloat8e5m2}, {"int", ncclInt32},
-      {"char", ncclInt8}};
-  for (int i = 0; i < ncclNumTypes; i++)
-    if (strcmp(s, k_dtype_names[i]) == 0) return i;
-  for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
-    if (strcmp(s, aliases[i].alias) == 0) return aliases[i].t;
-  return -1;
-}
 
 const char *pcl_sim_op_name(ncclRedOp_t op) {
   return (int)op >= 0 && (int)op < ncclNumOps ? k_op_names[op] : "?";
@@ -69,7 +48,7 @@ static uint64_t mix(uint64_t x) {
 /* Amplitude of float sum inputs: integers in [-A, A] keep every partial sum of n of them exact
  * when n*A <= 2^(mbits+1); beyond that (fp8 with many ranks) the check uses a bound. */
 static double sum_amplitude(const sim_t *s) {
-  double exact = ldexp(1.0, pcl_sim_dtype_mbits(s->dt) + 1);
+  double exact = ldexp(1.0, pcl_dtype_mbits(s->dt) + 1);
   double a = floor(exact / s->n);
   if (a > 1000) a = 1000;
   return a < 1 ? 1 : a;
@@ -80,7 +59,7 @@ static double sum_amplitude(const sim_t *s) {
  * dtype's overflow but round; products use m < 2^mbits / n and e = 0, so a product of n of them
  * stays below e (no overflow, no underflow) and still rounds. */
 static void gen_rounding(sim_t *s, uint64_t st, uint8_t *buf, uint64_t n) {
-  int mb = pcl_sim_dtype_mbits(s->dt);
+  int mb = pcl_dtype_mbits(s->dt);
   uint64_t mmax = 1ull << mb;
   if (s->op == ncclProd)
     mmax = mmax / (uint64_t)s->n ? mmax / (uint64_t)s->n : 1;
@@ -95,7 +74,7 @@ static void gen_rounding(sim_t *s, uint64_t st, uint8_t *buf, uint64_t n) {
 
 void sim_gen_input(sim_t *s, int call, int rank, uint8_t *buf, uint64_t bytes) {
   uint64_t st = mix(s->seed * 0x100000001b3ull ^ mix((uint64_t)call << 20 ^ (uint64_t)rank));
-  int is_float = pcl_sim_dtype_is_float(s->dt);
+  int is_float = pcl_dtype_is_float(s->dt);
   int red = reduces(s->plan->collective);
   if (!red || (!is_float && s->op != ncclProd)) {
     /* Copies are compared bitwise; integer sum/min/max/avg wrap deterministically. */
@@ -113,7 +92,7 @@ void sim_gen_input(sim_t *s, int call, int rank, uint8_t *buf, uint64_t bytes) {
     return;
   }
   double amp = sum_amplitude(s);
-  double mm = ldexp(1.0, pcl_sim_dtype_mbits(s->dt) + 1);
+  double mm = ldexp(1.0, pcl_dtype_mbits(s->dt) + 1);
   if (mm > 1e6) mm = 1e6;
   for (uint64_t i = 0; i < n; i++) {
     uint64_t v = mix(st + i);
@@ -154,7 +133,7 @@ void sim_avg_finish(sim_t *s, sim_rank_t *r, sim_call_t *c) {
 /* Allowed |got - expected| for float reductions of the generated exact inputs (0 = must be
  * equal); a negative value means "bound each element from its inputs" (rounding_inputs). */
 static double tolerance(const sim_t *s) {
-  if (!pcl_sim_dtype_is_float(s->dt) || !reduces(s->plan->collective)) return 0;
+  if (!pcl_dtype_is_float(s->dt) || !reduces(s->plan->collective)) return 0;
   if (s->op != ncclSum && s->op != ncclAvg && s->op != ncclProd)
     return 0;
   if (s->opts->rounding_inputs)
@@ -162,7 +141,7 @@ static double tolerance(const sim_t *s) {
   if (s->op == ncclProd)
     return 0;
   double a = sum_amplitude(s);
-  if (s->n * a <= ldexp(1.0, pcl_sim_dtype_mbits(s->dt) + 1)) return 0;
+  if (s->n * a <= ldexp(1.0, pcl_dtype_mbits(s->dt) + 1)) return 0;
   double tol = (s->n - 1) * pcl_sim_ulp(s->dt, s->n * a);
   if (s->op == ncclAvg) tol = tol / s->n + 2 * pcl_sim_ulp(s->dt, a);
   return tol;
@@ -200,7 +179,7 @@ static int compare(sim_t *s, sim_rank_t *r, sim_call_t *c, uint64_t off, const u
   char gs[64] = "", xs[64] = "";
   for (uint64_t i = 0; i < bytes; i += es) {
     int ok;
-    if (!numeric || !pcl_sim_dtype_is_float(s->dt)) {
+    if (!numeric || !pcl_dtype_is_float(s->dt)) {
       ok = memcmp(got + i, exp + i, es) == 0;
     } else {
       double g = pcl_sim_load(s->dt, got + i), x = pcl_sim_load(s->dt, exp + i);
@@ -233,7 +212,7 @@ static int compare(sim_t *s, sim_rank_t *r, sim_call_t *c, uint64_t off, const u
            r->rank, (unsigned long long)(off + bad), (unsigned long long)((off + bad) / s->es), gs,
            xs, (tag >> 24) == r->ctag ? "" : " (not written in this call)",
            (unsigned long long)nbad, (unsigned long long)(bytes / es),
-           (unsigned long long)c->size, r->call, r->flag, pcl_sim_dtype_name(s->dt),
+           (unsigned long long)c->size, r->call, r->flag, pcl_dtype_name(s->dt),
            pcl_sim_op_name(s->op), who);
   return 0;
 }

@@ -520,7 +520,7 @@ ncclResult_t pcl_sim_run(const pcl_plan_t *plan, const pcl_sim_opts_t *opts,
   s.n = plan->n_gpus;
   s.dt = opts->dtype;
   s.op = reducing ? opts->op : ncclSum;
-  s.es = pcl_sim_dtype_size(opts->dtype);
+  s.es = pcl_dtype_bytes(opts->dtype);
   s.P = opts->packet == PCL_SIM_LL8 ? 4 : 8;
   s.msg = res->message;
   s.msglen = sizeof(res->message);
@@ -539,7 +539,7 @@ ncclResult_t pcl_sim_run(const pcl_plan_t *plan, const pcl_sim_opts_t *opts,
   if (res->nsizes == 0) {
     res->verdict = PCL_SIM_SKIPPED;
     snprintf(res->message, sizeof(res->message), "no runnable size for %s",
-             pcl_sim_dtype_name(opts->dtype));
+             pcl_dtype_name(opts->dtype));
     return ncclSuccess;
   }
   int per = opts->calls_per_size > 0 ? opts->calls_per_size : 2;
@@ -584,7 +584,7 @@ ncclResult_t pcl_sim_run(const pcl_plan_t *plan, const pcl_sim_opts_t *opts,
     size_t l = strlen(res->message);
     snprintf(res->message + l, sizeof(res->message) - l,
              " [plan %s, size %llu, seed %llu, %s/%s%s]", plan->name,
-             (unsigned long long)s.cur_size, (unsigned long long)s.seed, pcl_sim_dtype_name(s.dt),
+             (unsigned long long)s.cur_size, (unsigned long long)s.seed, pcl_dtype_name(s.dt),
              pcl_sim_op_name(s.op), plan->inplace && !s.inplace ? ", out-of-place buffers" : "");
   }
   res->failed_size = s.failed ? s.cur_size : 0;

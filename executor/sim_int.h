@@ -9,9 +9,6 @@
 #include "sim.h"
 
 /* ---- Arithmetic (sim_reduce.c) ------------------------------------------------------------ */
-size_t pcl_sim_dtype_size(ncclDataType_t t);
-int pcl_sim_dtype_is_float(ncclDataType_t t);
-int pcl_sim_dtype_mbits(ncclDataType_t t);   /* stored mantissa bits (63 for integers) */
 double pcl_sim_dtype_max(ncclDataType_t t);  /* largest finite value (floats) */
 double pcl_sim_load(ncclDataType_t t, const void *p);
 void pcl_sim_store(ncclDataType_t t, void *p, double v);

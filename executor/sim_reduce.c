@@ -87,33 +87,6 @@ static void tables_fill(void) {
 
 static void tables_init(void) { pthread_once(&g_tables_once, tables_fill); }
 
-size_t pcl_sim_dtype_size(ncclDataType_t t) {
-  switch (t) {
-  case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-  case ncclFloat16: case ncclBfloat16: return 2;
-  case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-  case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
-  default: return 0;
-  }
-}
-
-int pcl_sim_dtype_is_float(ncclDataType_t t) {
-  return t == ncclFloat16 || t == ncclFloat32 || t == ncclFloat64 || t == ncclBfloat16 ||
-         t == ncclFloat8e4m3 || t == ncclFloat8e5m2;
-}
-
-int pcl_sim_dtype_mbits(ncclDataType_t t) {
-  switch (t) {
-  case ncclFloat16: return 10;
-  case ncclBfloat16: return 7;
-  case ncclFloat32: return 23;
-  case ncclFloat64: return 52;
-  case ncclFloat8e4m3: return 3;
-  case ncclFloat8e5m2: return 2;
-  default: return 63;
-  }
-}
-
 double pcl_sim_dtype_max(ncclDataType_t t) {
   switch (t) {
   case ncclFloat16: return k_fp16.max_finite;
@@ -236,7 +209,7 @@ void pcl_sim_reduce(ncclDataType_t t, ncclRedOp_t op, void *acc, const void *src
     return;
   }
   default: {
-    size_t es = pcl_sim_dtype_size(t);
+    size_t es = pcl_dtype_bytes(t);
     uint8_t *a = acc;
     const uint8_t *b = src;
     tables_init();
@@ -281,7 +254,7 @@ void pcl_sim_avg_scale(ncclDataType_t t, void *buf, size_t n, int nranks) {
   }
   default: {
     float s = 1.0f / (float)nranks;
-    size_t es = pcl_sim_dtype_size(t);
+    size_t es = pcl_dtype_bytes(t);
     for (size_t i = 0; i < n; i++) {
       uint8_t *p = (uint8_t *)buf + i * es;
       float x = (float)pcl_sim_load(t, p) * s; /* the product is rounded to fp32 first */
@@ -297,5 +270,5 @@ double pcl_sim_ulp(ncclDataType_t t, double v) {
   v = fabs(v);
   if (v == 0) v = 1;
   (void)frexp(v, &ex);
-  return ldexp(1.0, ex - 1 - pcl_sim_dtype_mbits(t));
+  return ldexp(1.0, ex - 1 - pcl_dtype_mbits(t));
 }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <nccl.h>
+#include "dtype.h" /* dtype names and sizes (common/dtypes.def) */
 #include "plan.h"
 #include "registry.h"
 
@@ -117,9 +118,6 @@ void pcl_dispatch_decide(const struct pcl_dispatch_inputs *in, struct pcl_dispat
  * "allreduce,allgather"; case-insensitive; "bcast" is broadcast). Unknown names are reported in
  * *bad (first one, may be NULL). NULL or "" gives 0. */
 uint32_t pcl_dispatch_parse_fallback(const char *list, char *bad, size_t badlen);
-
-/* Element size of a dtype, 0 for an unknown one. */
-size_t pcl_dtype_bytes(ncclDataType_t dtype);
 
 /* Message size the registry compares (see executor/plan.h); 0 with *ok = 0 on overflow. */
 uint64_t pcl_dispatch_msg_bytes(pcl_coll_t coll, size_t count, ncclDataType_t dtype, int nranks,

@@ -36,16 +36,6 @@ const char *pcl_why_name(pcl_why_t why) {
   return (unsigned)why < PCL_WHY_COUNT ? names[why] : "?";
 }
 
-size_t pcl_dtype_bytes(ncclDataType_t dtype) {
-  switch (dtype) {
-  case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-  case ncclFloat16: case ncclBfloat16: return 2;
-  case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-  case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
-  default: return 0;
-  }
-}
-
 /* The registry's collective for a planned NCCL collective; -1 for the others. */
 static int plan_coll(pcl_coll_t coll) {
   switch (coll) {

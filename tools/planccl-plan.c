@@ -157,7 +157,7 @@ static int cmd_simulate(int nfiles, char **files, sim_args_t *a) {
           int failed = rc != ncclSuccess ||
                        (r->verdict != PCL_SIM_PASS && r->verdict != PCL_SIM_SKIPPED);
           printf("%-34s %5d  %-8s %-10s %-5s %-9s %s\n", name, p->n_gpus,
-                 pcl_sim_dtype_name(opts.dtype), reducing ? pcl_sim_op_name(opts.op) : "-",
+                 pcl_dtype_name(opts.dtype), reducing ? pcl_sim_op_name(opts.op) : "-",
                  opts.packet == PCL_SIM_LL8 ? "ll8" : "ll16", pcl_sim_verdict_name(r->verdict),
                  sizes);
           if (failed || (opts.verbose && r->message[0])) printf("  %s\n", r->message);
@@ -420,7 +420,7 @@ int main(int argc, char **argv) {
         goto out;
       }
     } else if (strcmp(o, "--dtype") == 0) {
-      if (!parse_list(v, "dtype", ncclNumTypes, a->dtypes, &a->ndtypes, pcl_sim_dtype_from_name))
+      if (!parse_list(v, "dtype", ncclNumTypes, a->dtypes, &a->ndtypes, pcl_dtype_from_name))
         goto out;
     } else if (strcmp(o, "--op") == 0) {
       if (!parse_list(v, "op", ncclNumOps, a->ops, &a->nops, pcl_sim_op_from_name)) goto out;

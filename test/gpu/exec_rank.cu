@@ -153,11 +153,11 @@ void xr_bufs(const xr_t *R, const xr_case_t *c, uint8_t *din, uint8_t *dout, uin
  * from the same operands, e.g. inf - inf). */
 static int same_bits(ncclDataType_t dt, const uint8_t *got, const uint8_t *want, uint64_t bytes,
                      uint64_t *bad) {
-  size_t es = pcl_sim_dtype_size(dt);
+  size_t es = pcl_dtype_bytes(dt);
   for (uint64_t i = 0; i + es <= bytes; i += es) {
     if (memcmp(got + i, want + i, es) == 0)
       continue;
-    if (pcl_sim_dtype_is_float(dt) && isnan(pcl_sim_load(dt, got + i)) &&
+    if (pcl_dtype_is_float(dt) && isnan(pcl_sim_load(dt, got + i)) &&
         isnan(pcl_sim_load(dt, want + i)))
       continue;
     *bad = i;
@@ -167,7 +167,7 @@ static int same_bits(ncclDataType_t dt, const uint8_t *got, const uint8_t *want,
 }
 
 static void describe(const xr_case_t *c, char *buf, size_t len) {
-  snprintf(buf, len, "%s %s %s %llu B %s %s", c->plan->name, pcl_sim_dtype_name(c->dt),
+  snprintf(buf, len, "%s %s %s %llu B %s %s", c->plan->name, pcl_dtype_name(c->dt),
            pcl_sim_op_name(c->op), (unsigned long long)c->msg,
            c->inplace ? "in-place" : "out-of-place", c->ll8 ? "LL8" : "LL16");
 }
@@ -241,7 +241,7 @@ int xr_check(xr_t *R, int comm, const xr_case_t *c, const xp_ref_t *x, uint8_t *
     pr->pass++;
     return 0;
   }
-  size_t es = pcl_sim_dtype_size(c->dt);
+  size_t es = pcl_dtype_bytes(c->dt);
   xr_fail(pr, c, "rank %d byte %llu: GPU %g, simulator %g", rank, (unsigned long long)bad,
           pcl_sim_load(c->dt, R->h_out + bad / es * es),
           pcl_sim_load(c->dt, x->want[rank] + bad / es * es));

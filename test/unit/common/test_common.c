@@ -5,13 +5,16 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include "dtype.h"
 #include "log.h"
 #include "param.h"
 #include "pcl_test.h"
 
 static void set_env(const char *k, const char *v) {
-  if (v) setenv(k, v, 1);
-  else unsetenv(k);
+  if (v)
+    setenv(k, v, 1);
+  else
+    unsetenv(k);
   pcl_param_reset();
   pcl_log_reset();
 }
@@ -87,15 +90,24 @@ END_TEST
 
 START_TEST(test_param_table_complete) {
   /* Every variable of DESIGN.md's table is in params.def. */
-  const char *expected[] = {"PLANCCL_PLAN_DIR",      "PLANCCL_NCCL_LIB",      "PLANCCL_DISABLE",
-                            "PLANCCL_FORCE_FALLBACK", "PLANCCL_DEBUG",        "PLANCCL_DEBUG_SUBSYS",
-                            "PLANCCL_DEBUG_FILE",    "PLANCCL_STATS",         "PLANCCL_SOCKET_IFNAME",
-                            "PLANCCL_HOST_ID",       "PLANCCL_SCRATCH_BYTES", "PLANCCL_TIMEOUT_S",
+  const char *expected[] = {"PLANCCL_PLAN_DIR",
+                            "PLANCCL_NCCL_LIB",
+                            "PLANCCL_DISABLE",
+                            "PLANCCL_FORCE_FALLBACK",
+                            "PLANCCL_DEBUG",
+                            "PLANCCL_DEBUG_SUBSYS",
+                            "PLANCCL_DEBUG_FILE",
+                            "PLANCCL_STATS",
+                            "PLANCCL_SOCKET_IFNAME",
+                            "PLANCCL_HOST_ID",
+                            "PLANCCL_SCRATCH_BYTES",
+                            "PLANCCL_TIMEOUT_S",
                             "PLANCCL_BOOTSTRAP_TIMEOUT_S"};
   for (size_t i = 0; i < sizeof(expected) / sizeof(expected[0]); i++) {
     int found = 0;
     for (int p = 0; p < PCL_PARAM_COUNT; p++)
-      if (strcmp(pcl_param_info((pcl_param_idx_t)p)->env, expected[i]) == 0) found = 1;
+      if (strcmp(pcl_param_info((pcl_param_idx_t)p)->env, expected[i]) == 0)
+        found = 1;
     ck_assert_msg(found, "%s missing from params.def", expected[i]);
   }
 }
@@ -104,7 +116,8 @@ END_TEST
 static char *read_file(const char *path) {
   static char buf[8192];
   FILE *f = fopen(path, "r");
-  if (!f) return NULL;
+  if (!f)
+    return NULL;
   size_t n = fread(buf, 1, sizeof(buf) - 1, f);
   buf[n] = '\0';
   fclose(f);
@@ -121,7 +134,8 @@ START_TEST(test_log_format_and_file_pattern) {
   char host[64];
   gethostname(host, sizeof(host));
   char *dot = strchr(host, '.');
-  if (dot) *dot = '\0';
+  if (dot)
+    *dot = '\0';
   char path[256];
   snprintf(path, sizeof(path), "/tmp/pcl_log_test_%s_%d.txt", host, (int)getpid());
   pcl_log_reset(); /* closes the file */
@@ -181,6 +195,28 @@ START_TEST(test_alloc_counter) {
 }
 END_TEST
 
+/* The one dtype table: every NCCL type, in enum order, with its size, and names that round-trip. */
+START_TEST(test_dtype_table) {
+  static const size_t want[ncclNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+  for (int t = 0; t < ncclNumTypes; t++) {
+    ck_assert_uint_eq(pcl_dtype_bytes((ncclDataType_t)t), want[t]);
+    ck_assert_int_eq(pcl_dtype_from_name(pcl_dtype_name((ncclDataType_t)t)), t);
+  }
+  ck_assert_int_eq(pcl_dtype_is_float(ncclFloat32), 1);
+  ck_assert_int_eq(pcl_dtype_is_float(ncclUint64), 0);
+  ck_assert_int_eq(pcl_dtype_mbits(ncclBfloat16), 7);
+  ck_assert_int_eq(pcl_dtype_mbits(ncclInt32), 63);
+  ck_assert_str_eq(pcl_dtype_name(ncclFloat8e4m3), "e4m3");
+  ck_assert_int_eq(pcl_dtype_from_name("half"), ncclFloat16);
+  ck_assert_int_eq(pcl_dtype_from_name("fp8_e5m2"), ncclFloat8e5m2);
+  ck_assert_int_eq(pcl_dtype_from_name("fp128"), -1);
+  ck_assert_int_eq(pcl_dtype_from_name(NULL), -1);
+  ck_assert_uint_eq(pcl_dtype_bytes((ncclDataType_t)ncclNumTypes), 0);
+  ck_assert_uint_eq(pcl_dtype_bytes((ncclDataType_t)-1), 0);
+  ck_assert_str_eq(pcl_dtype_name((ncclDataType_t)99), "?");
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("common");
   TCase *tc = tcase_create("core");
@@ -193,6 +229,7 @@ int main(void) {
   tcase_add_test(tc, test_log_levels_and_subsys);
   tcase_add_test(tc, test_bad_debug_level_warns);
   tcase_add_test(tc, test_alloc_counter);
+  tcase_add_test(tc, test_dtype_table);
   suite_add_tcase(s, tc);
   return pcl_test_run_suite(s);
 }

@@ -86,7 +86,7 @@ static void expect_ok(const pcl_plan_t *p, const char *path, ncclDataType_t dt, 
   pcl_sim_result_t *r = pcl_calloc(1, sizeof(*r), "result");
   pcl_sim_verdict_t v = run(p, dt, op, pk, max_bytes, nseeds, any_op, r);
   ck_assert_msg(v == PCL_SIM_PASS || (allow_skip && v == PCL_SIM_SKIPPED), "%s %s/%s/%s: %s: %s",
-                path, pcl_sim_dtype_name(dt), pcl_sim_op_name(op),
+                path, pcl_dtype_name(dt), pcl_sim_op_name(op),
                 pk == PCL_SIM_LL8 ? "ll8" : "ll16", pcl_sim_verdict_name(v), r->message);
   pcl_free(r);
 }
@@ -106,7 +106,7 @@ static void sweep(const pcl_plan_t *p, const char *path, uint64_t max_bytes, int
 START_TEST(test_minifloat_roundtrip) {
   ncclDataType_t ts[] = {ncclFloat16, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
   for (int k = 0; k < 4; k++) {
-    int nb = pcl_sim_dtype_size(ts[k]) == 2 ? 65536 : 256;
+    int nb = pcl_dtype_bytes(ts[k]) == 2 ? 65536 : 256;
     for (int i = 0; i < nb; i++) {
       uint8_t in[2] = {(uint8_t)i, (uint8_t)(i >> 8)}, out[2] = {0, 0};
       double v = pcl_sim_load(ts[k], in);
@@ -114,7 +114,7 @@ START_TEST(test_minifloat_roundtrip) {
         continue;
       pcl_sim_store(ts[k], out, v);
       ck_assert_msg(out[0] == in[0] && (nb == 256 || out[1] == in[1]), "%s 0x%04x -> %g",
-                    pcl_sim_dtype_name(ts[k]), i, v);
+                    pcl_dtype_name(ts[k]), i, v);
     }
   }
   uint8_t b[2];
@@ -745,7 +745,7 @@ START_TEST(test_rounding_inputs_pass) {
           o.rounding_inputs = 1;
           ck_assert_int_eq(pcl_sim_run(p, &o, r), ncclSuccess);
           ck_assert_msg(r->verdict == PCL_SIM_PASS || r->verdict == PCL_SIM_SKIPPED,
-                        "%s %s/%s: %s: %s", fl->paths[i], pcl_sim_dtype_name(fts[d]),
+                        "%s %s/%s: %s: %s", fl->paths[i], pcl_dtype_name(fts[d]),
                         pcl_sim_op_name((ncclRedOp_t)op), pcl_sim_verdict_name(r->verdict),
                         r->message);
         }
