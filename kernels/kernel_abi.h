@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "fifo.h" /* transport/: pcl_fifo_device_t, the port-channel trigger FIFO */
+#include "fifo_device.h" /* transport/: pcl_fifo_device_t, the port-channel trigger FIFO */
 
 #ifdef __cplusplus
 #define PCL_KABI_ASSERT(c, m) static_assert(c, m)
@@ -119,7 +119,7 @@ PCL_KABI_ASSERT(sizeof(pcl_kmemchan_t) == 48, "memchan layout");
  * inbound token for channel `chan_id`; the proxy writes it after the preceding data of the same
  * channel is complete. wait: like the memory channel, on a token the proxy (host) updates. */
 typedef struct {
-  pcl_fifo_device_t fifo;  /* 48 bytes, transport/fifo.h */
+  pcl_fifo_device_t fifo;  /* 48 bytes, transport/fifo_device.h */
   uint64_t local_inbound;  /* uint64_t*: token the proxy increments on the peer's signal */
   uint64_t local_expected; /* uint64_t*: my expected count (device memory) */
   uint32_t src_mem[3];     /* proxy memory ids of my INPUT, OUTPUT, SCRATCH (PCL_KABI_NO_MEM) */
