@@ -145,32 +145,32 @@ typedef void (*pcl_sim_capture_fn)(void *arg, const pcl_sim_capture_t *cap);
  * rank (inputs and outputs of that one call). */
 typedef struct {
   ncclDataType_t dtype;
-  ncclRedOp_t op;              /* ignored for non-reducing collectives */
-  const uint64_t *sizes;       /* message sizes (registry semantics); NULL = automatic */
+  ncclRedOp_t op;        /* ignored for non-reducing collectives */
+  const uint64_t *sizes; /* message sizes (registry semantics); NULL = automatic */
   int nsizes;
-  uint64_t seed;               /* first seed */
-  int nseeds;                  /* seeds seed .. seed+nseeds-1, default 4 */
+  uint64_t seed; /* first seed */
+  int nseeds;    /* seeds seed .. seed+nseeds-1, default 4 */
   pcl_sim_packet_t packet;
-  int calls_per_size;          /* default 2 */
-  uint64_t max_bytes;          /* automatic sizes: cap of the largest size (0 = default) */
-  int verbose;                 /* 1: INFO lines per size; 2: also per call */
-  int call_op_everywhere;      /* 1: every reduce op uses the call's op, whatever its reduce_op
-                                  says (what-if runs; see planccl-plan --any-op) */
-  pcl_sim_sched_t schedule;    /* default PCL_SIM_SCHED_BY_SEED */
-  pcl_sim_layout_t layout;     /* default PCL_SIM_LAYOUT_ALL */
-  int rounding_inputs;         /* 1: float inputs that make reductions round (see Inputs) */
-  pcl_sim_capture_fn capture;  /* optional: called once per rank and call (see above) */
+  int calls_per_size;         /* default 2 */
+  uint64_t max_bytes;         /* automatic sizes: cap of the largest size (0 = default) */
+  int verbose;                /* 1: INFO lines per size; 2: also per call */
+  int call_op_everywhere;     /* 1: every reduce op uses the call's op, whatever its reduce_op
+                                 says (what-if runs; see planccl-plan --any-op) */
+  pcl_sim_sched_t schedule;   /* default PCL_SIM_SCHED_BY_SEED */
+  pcl_sim_layout_t layout;    /* default PCL_SIM_LAYOUT_ALL */
+  int rounding_inputs;        /* 1: float inputs that make reductions round (see Inputs) */
+  pcl_sim_capture_fn capture; /* optional: called once per rank and call (see above) */
   void *capture_arg;
 } pcl_sim_opts_t;
 
 typedef struct {
   pcl_sim_verdict_t verdict;
-  char message[4096];          /* empty on PASS; otherwise the first failure, pointing at an op */
-  int nsizes;                  /* sizes actually run */
+  char message[4096]; /* empty on PASS; otherwise the first failure, pointing at an op */
+  int nsizes;         /* sizes actually run */
   uint64_t sizes[PCL_SIM_MAX_SIZES];
-  uint64_t failed_size;        /* size and seed of the failure (if any) */
+  uint64_t failed_size; /* size and seed of the failure (if any) */
   uint64_t failed_seed;
-  uint64_t steps;              /* scheduler steps, summed over seeds */
+  uint64_t steps; /* scheduler steps, summed over seeds */
 } pcl_sim_result_t;
 
 void pcl_sim_opts_init(pcl_sim_opts_t *opts);

@@ -18,7 +18,8 @@ const char *pcl_sim_op_name(ncclRedOp_t op) {
 
 int pcl_sim_op_from_name(const char *s) {
   for (int i = 0; i < ncclNumOps; i++)
-    if (strcmp(s, k_op_names[i]) == 0) return i;
+    if (strcmp(s, k_op_names[i]) == 0)
+      return i;
   return -1;
 }
 
@@ -50,7 +51,8 @@ static uint64_t mix(uint64_t x) {
 static double sum_amplitude(const sim_t *s) {
   double exact = ldexp(1.0, pcl_dtype_mbits(s->dt) + 1);
   double a = floor(exact / s->n);
-  if (a > 1000) a = 1000;
+  if (a > 1000)
+    a = 1000;
   return a < 1 ? 1 : a;
 }
 
@@ -83,7 +85,8 @@ void sim_gen_input(sim_t *s, int call, int rank, uint8_t *buf, uint64_t bytes) {
       uint64_t v = mix(st + i);
       memcpy(buf + i, &v, 8);
     }
-    for (; i < bytes; i++) buf[i] = (uint8_t)mix(st + i);
+    for (; i < bytes; i++)
+      buf[i] = (uint8_t)mix(st + i);
     return;
   }
   uint64_t n = bytes / s->es;
@@ -93,7 +96,8 @@ void sim_gen_input(sim_t *s, int call, int rank, uint8_t *buf, uint64_t bytes) {
   }
   double amp = sum_amplitude(s);
   double mm = ldexp(1.0, pcl_dtype_mbits(s->dt) + 1);
-  if (mm > 1e6) mm = 1e6;
+  if (mm > 1e6)
+    mm = 1e6;
   for (uint64_t i = 0; i < n; i++) {
     uint64_t v = mix(st + i);
     double x;
@@ -113,19 +117,24 @@ void sim_gen_input(sim_t *s, int call, int rank, uint8_t *buf, uint64_t bytes) {
 /* ---- References and comparison --------------------------------------------------------------- */
 
 static void ensure_reduced(sim_t *s, sim_call_t *c) {
-  if (c->reduced) return;
+  if (c->reduced)
+    return;
   c->reduced = pcl_calloc(c->in_bytes ? c->in_bytes : 1, 1, "sim reference");
-  if (!c->reduced) return;
+  if (!c->reduced)
+    return;
   memcpy(c->reduced, c->inputs[0], c->in_bytes);
   for (int k = 1; k < s->n; k++)
     pcl_sim_reduce(s->dt, s->op, c->reduced, c->inputs[k], c->in_bytes / s->es);
-  if (s->op == ncclAvg) pcl_sim_avg_scale(s->dt, c->reduced, c->in_bytes / s->es, s->n);
+  if (s->op == ncclAvg)
+    pcl_sim_avg_scale(s->dt, c->reduced, c->in_bytes / s->es, s->n);
 }
 
 void sim_avg_finish(sim_t *s, sim_rank_t *r, sim_call_t *c) {
   pcl_plan_coll_t coll = s->plan->collective;
-  if (s->op != ncclAvg || !reduces(coll)) return;
-  if (coll == PCL_PLAN_COLL_REDUCE && r->rank != 0) return;
+  if (s->op != ncclAvg || !reduces(coll))
+    return;
+  if (coll == PCL_PLAN_COLL_REDUCE && r->rank != 0)
+    return;
   uint8_t *p = r->view_mem[PCL_PLAN_BUF_OUTPUT]->data + r->view_off[PCL_PLAN_BUF_OUTPUT];
   pcl_sim_avg_scale(s->dt, p, c->out_bytes / s->es, s->n);
 }
@@ -133,7 +142,8 @@ void sim_avg_finish(sim_t *s, sim_rank_t *r, sim_call_t *c) {
 /* Allowed |got - expected| for float reductions of the generated exact inputs (0 = must be
  * equal); a negative value means "bound each element from its inputs" (rounding_inputs). */
 static double tolerance(const sim_t *s) {
-  if (!pcl_dtype_is_float(s->dt) || !reduces(s->plan->collective)) return 0;
+  if (!pcl_dtype_is_float(s->dt) || !reduces(s->plan->collective))
+    return 0;
   if (s->op != ncclSum && s->op != ncclAvg && s->op != ncclProd)
     return 0;
   if (s->opts->rounding_inputs)
@@ -141,9 +151,11 @@ static double tolerance(const sim_t *s) {
   if (s->op == ncclProd)
     return 0;
   double a = sum_amplitude(s);
-  if (s->n * a <= ldexp(1.0, pcl_dtype_mbits(s->dt) + 1)) return 0;
+  if (s->n * a <= ldexp(1.0, pcl_dtype_mbits(s->dt) + 1))
+    return 0;
   double tol = (s->n - 1) * pcl_sim_ulp(s->dt, s->n * a);
-  if (s->op == ncclAvg) tol = tol / s->n + 2 * pcl_sim_ulp(s->dt, a);
+  if (s->op == ncclAvg)
+    tol = tol / s->n + 2 * pcl_sim_ulp(s->dt, a);
   return tol;
 }
 
@@ -187,7 +199,8 @@ static int compare(sim_t *s, sim_rank_t *r, sim_call_t *c, uint64_t off, const u
            fabs(g - x) <= (tol < 0 ? element_bound(s, c, ref + i) : tol);
     }
     uint32_t tag = m->tag[(base + i) / 4];
-    if (ok && (tag >> 24) == r->ctag) continue;
+    if (ok && (tag >> 24) == r->ctag)
+      continue;
     if (nbad++ == 0) {
       bad = i;
       if (numeric) {
@@ -202,7 +215,8 @@ static int compare(sim_t *s, sim_rank_t *r, sim_call_t *c, uint64_t off, const u
       }
     }
   }
-  if (nbad == 0) return 1;
+  if (nbad == 0)
+    return 1;
   uint32_t tag = m->tag[(base + bad) / 4];
   char who[256];
   sim_writer_desc(s, tag, who, sizeof(who));
@@ -211,9 +225,8 @@ static int compare(sim_t *s, sim_rank_t *r, sim_call_t *c, uint64_t off, const u
            "of %llu elements differ (size %llu, call %d, flag %u, %s/%s); that byte %s",
            r->rank, (unsigned long long)(off + bad), (unsigned long long)((off + bad) / s->es), gs,
            xs, (tag >> 24) == r->ctag ? "" : " (not written in this call)",
-           (unsigned long long)nbad, (unsigned long long)(bytes / es),
-           (unsigned long long)c->size, r->call, r->flag, pcl_dtype_name(s->dt),
-           pcl_sim_op_name(s->op), who);
+           (unsigned long long)nbad, (unsigned long long)(bytes / es), (unsigned long long)c->size,
+           r->call, r->flag, pcl_dtype_name(s->dt), pcl_sim_op_name(s->op), who);
   return 0;
 }
 
@@ -224,7 +237,8 @@ int sim_check_rank(sim_t *s, sim_rank_t *r, sim_call_t *c) {
     ensure_reduced(s, c);
     return c->reduced ? compare(s, r, c, 0, c->reduced, 0, c->out_bytes, 1) : 0;
   case PCL_PLAN_COLL_REDUCE:
-    if (rk != 0) return 1;
+    if (rk != 0)
+      return 1;
     ensure_reduced(s, c);
     return c->reduced ? compare(s, r, c, 0, c->reduced, 0, c->out_bytes, 1) : 0;
   case PCL_PLAN_COLL_REDUCESCATTER:
@@ -246,13 +260,16 @@ int sim_check_rank(sim_t *s, sim_rank_t *r, sim_call_t *c) {
         return 0;
     return 1;
   }
-  default: return 1;
+  default:
+    return 1;
   }
 }
 
 /* ---- Automatic sizes ------------------------------------------------------------------------- */
 
-static uint64_t lcm64(uint64_t a, uint64_t b) { return a / pcl_plan_gcd64(a, b) * b; }
+static uint64_t lcm64(uint64_t a, uint64_t b) {
+  return a / pcl_plan_gcd64(a, b) * b;
+}
 
 /* Smallest message-size step that splits into whole aligned chunks on every rank. */
 static uint64_t size_granule(const pcl_plan_t *plan) {
@@ -260,21 +277,25 @@ static uint64_t size_granule(const pcl_plan_t *plan) {
   for (int r = 0; r < plan->n_gpus; r++) {
     uint32_t ic = plan->gpus[r].chunks[PCL_PLAN_BUF_INPUT];
     uint32_t oc = plan->gpus[r].chunks[PCL_PLAN_BUF_OUTPUT];
-    if (ic) g = lcm64(g, plan->buffer_alignment * (uint64_t)ic *
-                             (plan->collective == PCL_PLAN_COLL_ALLGATHER ? n : 1));
-    if (oc) g = lcm64(g, plan->buffer_alignment * (uint64_t)oc *
-                             (plan->collective == PCL_PLAN_COLL_REDUCESCATTER ? n : 1));
+    if (ic)
+      g = lcm64(g, plan->buffer_alignment * (uint64_t)ic *
+                       (plan->collective == PCL_PLAN_COLL_ALLGATHER ? n : 1));
+    if (oc)
+      g = lcm64(g, plan->buffer_alignment * (uint64_t)oc *
+                       (plan->collective == PCL_PLAN_COLL_REDUCESCATTER ? n : 1));
   }
-  if (plan->collective == PCL_PLAN_COLL_ALLGATHER || plan->collective == PCL_PLAN_COLL_REDUCESCATTER ||
-      plan->collective == PCL_PLAN_COLL_ALLTOALL)
+  if (plan->collective == PCL_PLAN_COLL_ALLGATHER ||
+      plan->collective == PCL_PLAN_COLL_REDUCESCATTER || plan->collective == PCL_PLAN_COLL_ALLTOALL)
     g = lcm64(g, n * plan->buffer_alignment);
   return g;
 }
 
 static void add_size(const pcl_plan_t *plan, uint64_t v, uint64_t *sizes, int *cnt, int max) {
-  if (*cnt >= max || v == 0 || !pcl_plan_size_runnable(plan, v)) return;
+  if (*cnt >= max || v == 0 || !pcl_plan_size_runnable(plan, v))
+    return;
   for (int i = 0; i < *cnt; i++)
-    if (sizes[i] == v) return;
+    if (sizes[i] == v)
+      return;
   sizes[(*cnt)++] = v;
 }
 
@@ -282,25 +303,31 @@ int pcl_sim_auto_sizes(const pcl_plan_t *plan, uint64_t max_bytes, uint64_t *siz
   uint64_t g = size_granule(plan);
   if (max_bytes == 0) {
     max_bytes = (32ull << 20) / (uint64_t)plan->n_gpus;
-    if (max_bytes > (2ull << 20)) max_bytes = 2ull << 20;
-    if (max_bytes < (64ull << 10)) max_bytes = 64ull << 10;
+    if (max_bytes > (2ull << 20))
+      max_bytes = 2ull << 20;
+    if (max_bytes < (64ull << 10))
+      max_bytes = 64ull << 10;
   }
   uint64_t lo = plan->min_message_size > g ? (plan->min_message_size + g - 1) / g * g : g;
   uint64_t hi = plan->max_message_size < max_bytes ? plan->max_message_size : max_bytes;
   hi = hi / g * g;
-  if (hi < lo) hi = lo; /* a range entirely above the cap still runs its lower end */
+  if (hi < lo)
+    hi = lo; /* a range entirely above the cap still runs its lower end */
   int cnt = 0;
   add_size(plan, lo, sizes, &cnt, max);
   add_size(plan, hi, sizes, &cnt, max);
   /* Odd multiples of the granule exercise uneven tbg slices and pipeline tails. */
   uint64_t odd[] = {lo + g, 3 * g, 7 * g, 13 * g};
   for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++)
-    if (odd[i] >= lo && odd[i] <= hi) add_size(plan, odd[i], sizes, &cnt, max);
+    if (odd[i] >= lo && odd[i] <= hi)
+      add_size(plan, odd[i], sizes, &cnt, max);
   for (int i = 1; i <= 4; i++) {
     double t = (double)lo * pow((double)hi / (double)lo, i / 5.0);
     uint64_t v = (uint64_t)(t / (double)g) * g;
-    if (v < lo) v = lo;
-    if ((v / g) % 2 == 0 && v + g <= hi) v += g;
+    if (v < lo)
+      v = lo;
+    if ((v / g) % 2 == 0 && v + g <= hi)
+      v += g;
     add_size(plan, v, sizes, &cnt, max);
   }
   /* Ascending order: small sizes first makes failures easier to read. */

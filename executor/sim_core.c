@@ -13,7 +13,8 @@
 enum { POL_RR = 0, POL_GREEDY_UP = 1, POL_GREEDY_DOWN = 2, POL_RANDOM = 3 };
 
 int sim_fail(sim_t *s, pcl_sim_verdict_t v, const char *fmt, ...) {
-  if (s->failed) return 0;
+  if (s->failed)
+    return 0;
   s->failed = 1;
   s->verdict = v;
   va_list ap;
@@ -81,7 +82,8 @@ void sim_writer_desc(const sim_t *s, uint32_t tag, char *buf, size_t len) {
 
 static int mem_alloc(sim_mem_t *m, uint64_t bytes, const char *what) {
   bytes = (bytes + 15) & ~(uint64_t)15;
-  if (bytes == 0) bytes = 16;
+  if (bytes == 0)
+    bytes = 16;
   m->bytes = bytes;
   m->data = pcl_calloc(bytes, 1, what);
   m->tag = pcl_calloc(bytes / 4, sizeof(uint32_t), what);
@@ -116,7 +118,8 @@ static void world_free(sim_t *s) {
   if (s->calls) {
     for (int c = 0; c < s->ncalls; c++) {
       if (s->calls[c].inputs)
-        for (int r = 0; r < s->n; r++) pcl_free(s->calls[c].inputs[r]);
+        for (int r = 0; r < s->n; r++)
+          pcl_free(s->calls[c].inputs[r]);
       pcl_free(s->calls[c].inputs);
       pcl_free(s->calls[c].reduced);
       s->calls[c].inputs = NULL;
@@ -131,8 +134,10 @@ static ncclResult_t world_build(sim_t *s) {
   uint64_t max_in = 0, max_out = 0;
   s->half = 0;
   for (int c = 0; c < s->ncalls; c++) {
-    if (s->calls[c].in_bytes > max_in) max_in = s->calls[c].in_bytes;
-    if (s->calls[c].out_bytes > max_out) max_out = s->calls[c].out_bytes;
+    if (s->calls[c].in_bytes > max_in)
+      max_in = s->calls[c].in_bytes;
+    if (s->calls[c].out_bytes > max_out)
+      max_out = s->calls[c].out_bytes;
     for (int r = 0; r < s->n; r++) {
       pcl_plan_layout_t l;
       if (pcl_plan_layout(p, r, s->calls[c].in_bytes, s->calls[c].out_bytes, &l) == ncclSuccess &&
@@ -142,7 +147,8 @@ static ncclResult_t world_build(sim_t *s) {
   }
   s->half = (s->half + 15) & ~(uint64_t)15;
   PCL_CALLOC(s->ranks, s->n, "sim ranks");
-  if (!s->ranks) return ncclSystemError;
+  if (!s->ranks)
+    return ncclSystemError;
   for (int r = 0; r < s->n; r++) {
     sim_rank_t *rk = &s->ranks[r];
     const pcl_plan_gpu_t *g = &p->gpus[r];
@@ -152,7 +158,8 @@ static ncclResult_t world_build(sim_t *s) {
     if (s->inplace) {
       ok = mem_alloc(&rk->mem_out, max_in > max_out ? max_in : max_out, "sim buffer");
     } else {
-      ok = mem_alloc(&rk->mem_in, max_in, "sim input") && mem_alloc(&rk->mem_out, max_out, "sim output");
+      ok = mem_alloc(&rk->mem_in, max_in, "sim input") &&
+           mem_alloc(&rk->mem_out, max_out, "sim output");
     }
     ok = ok && mem_alloc(&rk->mem_scratch, s->half * (p->use_double_scratch_buffer ? 2 : 1),
                          "sim scratch");
@@ -164,8 +171,10 @@ static ncclResult_t world_build(sim_t *s) {
     }
     PCL_CALLOC(rk->sems, g->n_sems ? g->n_sems : 1, "sim device semaphores");
     PCL_CALLOC(rk->proxy.ring, SIM_FIFO_CAP, "sim proxy fifo");
-    if (!ok || !rk->blocks || !rk->sems || !rk->proxy.ring) return ncclSystemError;
-    for (int i = 0; i < g->n_sems; i++) rk->sems[i] = g->sem_init[i];
+    if (!ok || !rk->blocks || !rk->sems || !rk->proxy.ring)
+      return ncclSystemError;
+    for (int i = 0; i < g->n_sems; i++)
+      rk->sems[i] = g->sem_init[i];
     rk->call = -1;
   }
   return ncclSuccess;
@@ -174,12 +183,15 @@ static ncclResult_t world_build(sim_t *s) {
 /* ---- Calls ---------------------------------------------------------------------------------- */
 
 static int call_inputs(sim_t *s, sim_call_t *c, int call) {
-  if (c->inputs) return 1;
+  if (c->inputs)
+    return 1;
   PCL_CALLOC(c->inputs, s->n, "sim inputs");
-  if (!c->inputs) return 0;
+  if (!c->inputs)
+    return 0;
   for (int r = 0; r < s->n; r++) {
     c->inputs[r] = pcl_calloc(c->in_bytes ? c->in_bytes : 1, 1, "sim input data");
-    if (!c->inputs[r]) return 0;
+    if (!c->inputs[r])
+      return 0;
     sim_gen_input(s, call, r, c->inputs[r], c->in_bytes);
   }
   return 1;
@@ -202,7 +214,8 @@ static void rank_start_call(sim_t *s, sim_rank_t *r) {
   /* In-place: allgather input = output + rank*in_bytes; reducescatter output = input +
    * rank*out_bytes (NCCL's convention); the others share one buffer. */
   uint64_t in_off = 0, out_off = 0;
-  if (s->inplace && p->collective == PCL_PLAN_COLL_ALLGATHER) in_off = (uint64_t)r->rank * c->in_bytes;
+  if (s->inplace && p->collective == PCL_PLAN_COLL_ALLGATHER)
+    in_off = (uint64_t)r->rank * c->in_bytes;
   if (s->inplace && p->collective == PCL_PLAN_COLL_REDUCESCATTER)
     out_off = (uint64_t)r->rank * c->out_bytes;
   r->view_mem[PCL_PLAN_BUF_INPUT] = s->inplace ? &r->mem_out : &r->mem_in;
@@ -217,7 +230,8 @@ static void rank_start_call(sim_t *s, sim_rank_t *r) {
   sim_mem_t *im = r->view_mem[PCL_PLAN_BUF_INPUT];
   memcpy(im->data + in_off, c->inputs[r->rank], c->in_bytes);
   uint32_t tag = (r->ctag << 24) | SIM_TAG_HOST;
-  for (uint64_t w = 0; w < c->in_bytes / 4; w++) im->tag[in_off / 4 + w] = tag;
+  for (uint64_t w = 0; w < c->in_bytes / 4; w++)
+    im->tag[in_off / 4 + w] = tag;
   for (int b = 0; b < r->gpu->n_blocks; b++) {
     sim_block_t *k = &r->blocks[b];
     k->pc = 0;
@@ -255,7 +269,8 @@ static void rank_finish_call(sim_t *s, sim_rank_t *r) {
     s->opts->capture(s->opts->capture_arg, &cap);
   }
   if (++c->nchecked == s->n) {
-    for (int k = 0; k < s->n; k++) pcl_free(c->inputs[k]);
+    for (int k = 0; k < s->n; k++)
+      pcl_free(c->inputs[k]);
     pcl_free(c->inputs);
     pcl_free(c->reduced);
     c->inputs = NULL;
@@ -272,9 +287,11 @@ static int rank_advance(sim_t *s, sim_rank_t *r) {
       rank_start_call(s, r);
       continue;
     }
-    if (r->blocks_done < r->gpu->n_blocks) return 1;
+    if (r->blocks_done < r->gpu->n_blocks)
+      return 1;
     rank_finish_call(s, r);
-    if (!s->failed && r->call < s->ncalls) rank_start_call(s, r);
+    if (!s->failed && r->call < s->ncalls)
+      rank_start_call(s, r);
   }
   return 0;
 }
@@ -286,7 +303,8 @@ static int block_turn(sim_t *s, sim_rank_t *r, int b, uint64_t budget) {
   sim_block_t *k = &r->blocks[b];
   const pcl_plan_block_t *bl = &r->gpu->blocks[b];
   int progressed = 0;
-  if (r->call < 0 || r->call >= s->ncalls) return 0;
+  if (r->call < 0 || r->call >= s->ncalls)
+    return 0;
   while (!k->done && !s->failed) {
     if (k->pc >= bl->n_ops) {
       k->done = 1;
@@ -316,8 +334,10 @@ static int block_turn(sim_t *s, sim_rank_t *r, int b, uint64_t budget) {
     uint64_t used = 0;
     s->steps++;
     int rc = sim_op_exec(s, r, b, op, flat, budget, &used);
-    if (used || !was_started || phase != k->phase) progressed = 1;
-    if (rc != SIM_OP_DONE) return progressed;
+    if (used || !was_started || phase != k->phase)
+      progressed = 1;
+    if (rc != SIM_OP_DONE)
+      return progressed;
     progressed = 1;
     k->started = 0;
     if (k->in_pipe) {
@@ -333,7 +353,8 @@ static int block_turn(sim_t *s, sim_rank_t *r, int b, uint64_t budget) {
     }
     uint64_t cost = used + SIM_CTRL_COST;
     if (budget != SIM_BUDGET_INF) {
-      if (budget <= cost) return 1;
+      if (budget <= cost)
+        return 1;
       budget -= cost;
     }
   }
@@ -348,10 +369,12 @@ static void report_deadlock(sim_t *s) {
                           (unsigned long long)s->cur_size);
   for (int r = 0; r < s->n; r++) {
     sim_rank_t *rk = &s->ranks[r];
-    if (rk->call < 0 || rk->call >= s->ncalls) continue;
+    if (rk->call < 0 || rk->call >= s->ncalls)
+      continue;
     for (int b = 0; b < rk->gpu->n_blocks; b++) {
       sim_block_t *k = &rk->blocks[b];
-      if (k->done) continue;
+      if (k->done)
+        continue;
       if (listed >= 12 || len + 64 >= s->msglen) {
         more++;
         continue;
@@ -361,7 +384,8 @@ static void report_deadlock(sim_t *s) {
       sim_op_path(s, r, b, flat, path, sizeof(path));
       len += (size_t)snprintf(m + len, s->msglen - len, "\n  %s [call %d, flag %u]: %s", path,
                               rk->call, rk->flag, k->why[0] ? k->why : "blocked");
-      if (len >= s->msglen) len = s->msglen - 1;
+      if (len >= s->msglen)
+        len = s->msglen - 1;
       listed++;
     }
   }
@@ -378,7 +402,8 @@ static uint64_t pick_budget(sim_t *s) {
 
 static ncclResult_t run_schedule(sim_t *s, int policy) {
   int na = 0;
-  for (int r = 0; r < s->n; r++) na += s->ranks[r].gpu->n_blocks + 1;
+  for (int r = 0; r < s->n; r++)
+    na += s->ranks[r].gpu->n_blocks + 1;
   int *ar = pcl_calloc((size_t)na, sizeof(int), "sim agents");
   int *ab = pcl_calloc((size_t)na, sizeof(int), "sim agents");
   int *order = pcl_calloc((size_t)na, sizeof(int), "sim agents");
@@ -397,7 +422,8 @@ static ncclResult_t run_schedule(sim_t *s, int policy) {
     ar[i] = r;
     ab[i++] = -1; /* the rank's proxy */
   }
-  for (i = 0; i < na; i++) order[i] = policy == POL_GREEDY_DOWN ? na - 1 - i : i;
+  for (i = 0; i < na; i++)
+    order[i] = policy == POL_GREEDY_DOWN ? na - 1 - i : i;
   int lazy = (int)(sim_rand(s) % (uint64_t)s->n), skipping = 1;
   for (;;) {
     int busy = 0;
@@ -405,7 +431,8 @@ static ncclResult_t run_schedule(sim_t *s, int policy) {
       busy |= rank_advance(s, &s->ranks[r]);
       busy |= s->ranks[r].proxy.tail < s->ranks[r].proxy.head;
     }
-    if (s->failed || !busy) break;
+    if (s->failed || !busy)
+      break;
     int progressed = 0, skipped = 0;
     if (policy == POL_RANDOM) {
       for (i = na - 1; i > 0; i--) {
@@ -427,9 +454,11 @@ static ncclResult_t run_schedule(sim_t *s, int policy) {
       int p = ab[a] < 0 ? sim_proxy_step(s, &s->ranks[r], budget)
                         : block_turn(s, &s->ranks[r], ab[a], budget);
       progressed |= p;
-      if (p && (policy == POL_GREEDY_UP || policy == POL_GREEDY_DOWN)) break;
+      if (p && (policy == POL_GREEDY_UP || policy == POL_GREEDY_DOWN))
+        break;
     }
-    if (s->failed) break;
+    if (s->failed)
+      break;
     if (!progressed) {
       if (skipped) {
         skipping = 0; /* prove the deadlock with every agent scheduled */
@@ -468,7 +497,8 @@ static void global_op_ids(sim_t *s) {
   for (int r = 0; r < s->n; r++)
     for (int b = 0; b < s->plan->max_blocks; b++) {
       s->gop_base[r * s->plan->max_blocks + b] = base;
-      if (b < s->plan->gpus[r].n_blocks) base += s->plan->gpus[r].blocks[b].n_ops;
+      if (b < s->plan->gpus[r].n_blocks)
+        base += s->plan->gpus[r].blocks[b].n_ops;
     }
 }
 
@@ -573,8 +603,10 @@ ncclResult_t pcl_sim_run(const pcl_plan_t *plan, const pcl_sim_opts_t *opts,
                                                          : POL_RANDOM;
     ret = run_schedule(&s, policy);
     world_free(&s);
-    if (ret != ncclSuccess) goto out;
-    if (s.failed) res->failed_seed = s.seed;
+    if (ret != ncclSuccess)
+      goto out;
+    if (s.failed)
+      res->failed_seed = s.seed;
     if (opts->verbose)
       PCL_INFO(PCL_LOG_SIM, "sim %s: seed %llu %s", plan->name, (unsigned long long)s.seed,
                s.failed ? pcl_sim_verdict_name(s.verdict) : "PASS");
