@@ -85,12 +85,18 @@ static int write_plain(fuse_t *f, uint8_t kind, uint32_t off, int val) {
   return 1;
 }
 
+/* Packet address of payload offset `off` of this rank's scratch, in both scratch parities. */
+static void scratch_pkt_addr(const fuse_t *f, uint32_t off, uint64_t addr[2]) {
+  uint64_t o = (uint64_t)off * PCL_KABI_PKT_RATIO;
+  addr[0] = f->scratch + o;
+  addr[1] = f->scratch + f->scratch_half + o;
+}
+
 /* Packet address of a ref in both scratch parities. */
 static int pkt_addr(fuse_t *f, const pcl_kref_t *r, uint64_t addr[2]) {
   uint64_t off = (uint64_t)r->offset * PCL_KABI_PKT_RATIO;
   if (r->kind == PCL_KBUF_SCRATCH) {
-    addr[0] = f->scratch + off;
-    addr[1] = f->scratch + f->scratch_half + off;
+    scratch_pkt_addr(f, r->offset, addr);
     return 1;
   }
   if (r->kind != PCL_KBUF_REMOTE || r->slot >= f->k->nremote)
@@ -270,9 +276,7 @@ static int finish(fuse_t *f) {
       continue;
     }
     used |= 1u << ops[j];
-    uint64_t base[2] = {f->scratch, f->scratch + f->scratch_half};
-    for (int p = 0; p < 2; p++)
-      e->term[j][p] = base[p] + (uint64_t)f->term_off[ops[j]] * PCL_KABI_PKT_RATIO;
+    scratch_pkt_addr(f, f->term_off[ops[j]], e->term[j]);
   }
   if (used != (1u << f->nterm) - 1u)
     return refuse(f, "waits for packets it never uses");
