@@ -19,6 +19,15 @@
     }                                                                                              \
   } while (0)
 
+/* Propagate an ncclResult_t without a log line: for code whose callee recorded the reason where
+ * it was found (the plan loader's "file: json.path: reason"), so one more line adds nothing. */
+#define PCL_TRY(call)                                                                              \
+  do {                                                                                             \
+    ncclResult_t pcl_res_ = (call);                                                                \
+    if (pcl_res_ != ncclSuccess)                                                                   \
+      return pcl_res_;                                                                             \
+  } while (0)
+
 #define PCL_CHECK_GOTO(call, res, label)                                                           \
   do {                                                                                             \
     (res) = (call);                                                                                \

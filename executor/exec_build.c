@@ -6,92 +6,16 @@
 #include "exec.h"
 #include "log.h"
 
-int pcl_exec_kop_of(int t) {
-  switch (t) {
-  case PCL_PLAN_OP_NOP:
-    return PCL_KOP_NOP;
-  case PCL_PLAN_OP_BARRIER:
-    return PCL_KOP_BARRIER;
-  case PCL_PLAN_OP_SIGNAL:
-    return PCL_KOP_SIGNAL;
-  case PCL_PLAN_OP_RLXSIGNAL:
-    return PCL_KOP_RLXSIGNAL;
-  case PCL_PLAN_OP_WAIT:
-    return PCL_KOP_WAIT;
-  case PCL_PLAN_OP_RLXWAIT:
-    return PCL_KOP_RLXWAIT;
-  case PCL_PLAN_OP_FLUSH:
-    return PCL_KOP_FLUSH;
-  case PCL_PLAN_OP_PUT:
-    return PCL_KOP_PUT;
-  case PCL_PLAN_OP_PWS:
-    return PCL_KOP_PWS;
-  case PCL_PLAN_OP_PWSF:
-    return PCL_KOP_PWSF;
-  case PCL_PLAN_OP_GET:
-    return PCL_KOP_GET;
-  case PCL_PLAN_OP_COPY:
-    return PCL_KOP_COPY;
-  case PCL_PLAN_OP_CPKT:
-    return PCL_KOP_CPKT;
-  case PCL_PLAN_OP_UPKT:
-    return PCL_KOP_UPKT;
-  case PCL_PLAN_OP_PPKT:
-    return PCL_KOP_PPKT;
-  case PCL_PLAN_OP_RPPKT:
-    return PCL_KOP_RPPKT;
-  case PCL_PLAN_OP_RE:
-    return PCL_KOP_RE;
-  case PCL_PLAN_OP_RES:
-    return PCL_KOP_RES;
-  case PCL_PLAN_OP_RRE:
-    return PCL_KOP_RRE;
-  case PCL_PLAN_OP_RRES:
-    return PCL_KOP_RRES;
-  case PCL_PLAN_OP_REPKT:
-    return PCL_KOP_REPKT;
-  case PCL_PLAN_OP_RESPKT:
-    return PCL_KOP_RESPKT;
-  case PCL_PLAN_OP_RECPKT:
-    return PCL_KOP_RECPKT;
-  case PCL_PLAN_OP_RECSPKT:
-    return PCL_KOP_RECSPKT;
-  case PCL_PLAN_OP_PIPELINE:
-    return PCL_KOP_PIPELINE;
-  case PCL_PLAN_OP_SEM_ACQUIRE:
-    return PCL_KOP_SEM_ACQUIRE;
-  case PCL_PLAN_OP_SEM_RELEASE:
-    return PCL_KOP_SEM_RELEASE;
-  default:
-    return -1;
-  }
-}
+/* Kernel op of each plan op (common/ops.def); -1 where the kernel has none. */
+#define PCL_KOPOF_K(id) PCL_KOP_##id
+#define PCL_KOPOF_X(id) -1
+static const int8_t kop_of[PCL_PLAN_OP_COUNT] = {
+#define PCL_OP(id, name, kernel, ...) [PCL_PLAN_OP_##id] = PCL_KOPOF_##kernel(id),
+#include "ops.def"
+#undef PCL_OP
+};
 
-static int is_reduce(int t) {
-  return t >= PCL_KOP_RE && t <= PCL_KOP_RECSPKT;
-}
-
-/* Operand i of side dst is a packet range (same table as the simulator's). */
-static int is_packet_operand(const pcl_plan_op_t *op, int dst, int i) {
-  switch (op->type) {
-  case PCL_PLAN_OP_CPKT:
-    return dst && i == 0;
-  case PCL_PLAN_OP_UPKT:
-    return !dst && i == 0;
-  case PCL_PLAN_OP_PPKT:
-    return dst || op->channel_type == PCL_PLAN_CHAN_PORT;
-  case PCL_PLAN_OP_RPPKT:
-    return 1;
-  case PCL_PLAN_OP_REPKT:
-    return !dst && i >= 1;
-  case PCL_PLAN_OP_RESPKT:
-  case PCL_PLAN_OP_RECPKT:
-  case PCL_PLAN_OP_RECSPKT:
-    return i >= 1;
-  default:
-    return 0;
-  }
-}
+int pcl_exec_kop_of(int t) { return (unsigned)t < PCL_PLAN_OP_COUNT ? kop_of[t] : -1; }
 
 /* Byte range of a ref: chunk math, then the op's thread-block-group slice. */
 static void ref_range(const pcl_plan_layout_t *l, const pcl_plan_op_t *op, const pcl_plan_ref_t *r,
@@ -333,7 +257,7 @@ ncclResult_t pcl_exec_shape(const pcl_plan_t *plan, int rank, uint64_t in_bytes,
         else if (!po->in_pipeline)
           unit = 0;
         int t = pcl_exec_kop_of(po->type);
-        int red = t >= 0 && is_reduce(t);
+        int red = t >= 0 && (pcl_plan_ops[po->type].flags & PCL_OPF_RED) != 0;
         if (po->channel_type == PCL_PLAN_CHAN_PORT)
           out->has_port = 1;
         out->has_reduce |= red;
@@ -345,7 +269,7 @@ ncclResult_t pcl_exec_shape(const pcl_plan_t *plan, int rank, uint64_t in_bytes,
           uint64_t bits = off | len | unit;
           if (plan->reuse_resources && unit)
             bits |= l.chunk_bytes;
-          if (is_packet_operand(po, dst, idx)) {
+          if (pcl_plan_operand_is_packet(po, dst, idx)) {
             out->pkt_or |= bits;
             if (red)
               out->has_pkt_reduce = 1;

@@ -67,38 +67,41 @@ typedef enum {
  * when the plan is in the old dialect (it uses any old-only op or channel name, see
  * pcl_plan_t.legacy_names); otherwise "cpkt" is the current COPY_PACKETS. */
 typedef enum {
-  PCL_PLAN_OP_NOP = 0,     /* __syncthreads only */
-  PCL_PLAN_OP_BARRIER,     /* grid barrier: barrier_id, num_threadblocks */
-  PCL_PLAN_OP_SIGNAL,      /* per channel: release signal */
-  PCL_PLAN_OP_RLXSIGNAL,   /* per channel: relaxed signal */
-  PCL_PLAN_OP_WAIT,        /* per channel: acquire wait */
-  PCL_PLAN_OP_RLXWAIT,     /* per channel: relaxed wait */
-  PCL_PLAN_OP_FLUSH,       /* port channels: flush */
-  PCL_PLAN_OP_PUT,         /* local src -> remote dst (memory: threads copy; port: proxy) */
-  PCL_PLAN_OP_PWS,         /* port: put + signal */
-  PCL_PLAN_OP_PWSF,        /* port: put + signal + flush */
-  PCL_PLAN_OP_GET,         /* memory: remote src -> local dst */
-  PCL_PLAN_OP_COPY,        /* local -> local */
-  PCL_PLAN_OP_CPKT,        /* local plain -> local scratch packets */
-  PCL_PLAN_OP_UPKT,        /* local scratch packets -> local plain */
-  PCL_PLAN_OP_PPKT,        /* memory: plain -> remote scratch packets; port: packets scratch->scratch */
-  PCL_PLAN_OP_RPPKT,       /* own scratch packets -> remote scratches (forward) */
-  PCL_PLAN_OP_RE,          /* dst = src0 op src1 ... (local) */
-  PCL_PLAN_OP_RES,         /* RE + write result to remote dsts */
-  PCL_PLAN_OP_RRE,         /* dst = local src op remote srcs */
-  PCL_PLAN_OP_RRES,        /* RRE + write result to remote dsts */
-  PCL_PLAN_OP_REPKT,       /* dst = local src op packets in own scratch */
-  PCL_PLAN_OP_RESPKT,      /* REPKT + packets to remote scratches */
-  PCL_PLAN_OP_RECPKT,      /* REPKT + packets into a local scratch slot (dst[1]) */
-  PCL_PLAN_OP_RECSPKT,     /* RECPKT + packets to remote scratches (dst[2..]) */
-  PCL_PLAN_OP_GLRES,       /* NVLS: refused by the validator */
-  PCL_PLAN_OP_GSTORE,      /* NVLS: refused */
-  PCL_PLAN_OP_GSTOREPKT,   /* NVLS: refused */
-  PCL_PLAN_OP_PIPELINE,    /* followed by n_inner inner ops in the block's flat op array */
-  PCL_PLAN_OP_SEM_ACQUIRE, /* per id: decrement device semaphore, spin while <= 0 */
-  PCL_PLAN_OP_SEM_RELEASE, /* per id: increment */
+#define PCL_OP(id, ...) PCL_PLAN_OP_##id,
+#include "ops.def"
+#undef PCL_OP
   PCL_PLAN_OP_COUNT
 } pcl_plan_op_type_t;
+
+/* What the op table (common/ops.def) says of each op; the validator, the simulator and the
+ * program builder read it instead of listing ops themselves. */
+#define PCL_OPF_SYNC 1u /* signal / wait / flush on channels */
+#define PCL_OPF_PKT 2u  /* reads or writes LL packets in scratch (needs protocol LL) */
+#define PCL_OPF_RED 4u  /* carries a reduction */
+#define PCL_OPF_NVLS 8u /* NVLink multicast: refused by the validator */
+#define PCL_OPCH_MEM (1u << PCL_PLAN_CHAN_MEMORY)
+#define PCL_OPCH_PORT (1u << PCL_PLAN_CHAN_PORT)
+#define PCL_OPCH_ANY (PCL_OPCH_MEM | PCL_OPCH_PORT)
+typedef enum {
+  PCL_OPIDS_ANY = 0, /* channel_ids not checked by the table */
+  PCL_OPIDS_NONE,    /* takes no channel_ids */
+  PCL_OPIDS_ONE,     /* needs at least one */
+  PCL_OPIDS_PORT     /* on a port channel: one per dst_buff entry, each to that entry's peer */
+} pcl_plan_opids_t;
+#define PCL_OPN_SRC (-1) /* a count equal to the op's number of src_buff entries */
+#define PCL_OPN_REMOTE PCL_PLAN_MAX_OP_REMOTE_BUFS
+#define PCL_OPN_BUFS PCL_PLAN_MAX_OP_BUFS
+#define PCL_OPPKT_NONE 255 /* no packet operand on this side */
+#define PCL_OPPKT_PORT 254 /* every operand of this side, on a port channel only */
+typedef struct {
+  const char *name; /* JSON name */
+  uint8_t flags;    /* PCL_OPF_* */
+  uint8_t chans;    /* channel kinds the op needs (PCL_OPCH_*), 0: it needs none */
+  uint8_t ids;      /* pcl_plan_opids_t */
+  uint8_t src_pkt, dst_pkt;          /* first packet operand per side, or PCL_OPPKT_* */
+  int16_t src_min, src_max, dst_min, dst_max; /* entry counts; PCL_OPN_SRC allowed */
+} pcl_plan_opinfo_t;
+extern const pcl_plan_opinfo_t pcl_plan_ops[PCL_PLAN_OP_COUNT];
 
 /* Reduction of reduce ops. planccl honours it (MSCCL++ always sums). NONE on non-reduce ops;
  * reduce ops without "reduce_op" get SUM. Values equal ncclRedOp_t for sum..avg. */
@@ -222,7 +225,8 @@ typedef struct pcl_plan {
   uint32_t buffer_alignment;    /* default 16, power of two, >= 4 */
   uint64_t min_message_size;    /* inclusive, default 0 */
   uint64_t max_message_size;    /* inclusive, default UINT64_MAX */
-  int nranks_per_node;  /* extension, default n_gpus */
+  int nranks_per_node;  /* extension; absent: inferred from the memory channels at validation */
+  int nranks_per_node_given; /* the plan's JSON names it */
   int priority;         /* extension, default 0 */
   int n_gpus;
   pcl_plan_gpu_t *gpus; /* index == rank */
@@ -257,6 +261,10 @@ int pcl_plan_coll_from_name(const char *s);              /* -1 when unknown */
 const char *pcl_plan_op_name(pcl_plan_op_type_t t);      /* current mnemonic: "ppkt", ... */
 const char *pcl_plan_chan_name(int chan_type);           /* "memory", "port", "switch", "none" */
 const char *pcl_plan_buf_name(int buf_type);             /* "i", "o", "s" */
+
+/* Is operand i of src_buff (dst = 0) or dst_buff (dst = 1) a packet range? From the op table;
+ * the simulator and the program builder both ask here. */
+int pcl_plan_operand_is_packet(const pcl_plan_op_t *op, int dst, int i);
 
 /* ---- Layout: chunk -> bytes for one message size --------------------------------------- */
 /* Message size semantics (what min/max_message_size and the registry compare against):

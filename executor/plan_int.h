@@ -5,6 +5,7 @@
 #define PCL_PLAN_INT_H
 
 #include <stdarg.h>
+#include "pcl_check.h"
 #include "plan.h"
 
 #define PCL_PLAN_PATH_MAX 256
@@ -44,6 +45,10 @@ ncclResult_t pcl_plan_validate(pcl_plan_t *plan, pcl_plan_ctx_t *c);
 int pcl_plan_op_is_packet(int op_type);  /* uses packets in scratch (needs LL) */
 int pcl_plan_op_is_reduce(int op_type);  /* carries a reduction */
 int pcl_plan_op_is_nvls(int op_type);
+
+/* plan_nodes.c: infers nranks_per_node when the plan omits it, and refuses a memory channel
+ * between nodes. Runs after conversion (channels known), before the other checks. */
+ncclResult_t pcl_plan_check_nodes(pcl_plan_t *p, pcl_plan_ctx_t *c);
 
 /* Greatest common divisor (plan rates in the validator, size steps in the simulator). */
 static inline uint64_t pcl_plan_gcd64(uint64_t a, uint64_t b) {

@@ -51,99 +51,68 @@ static int scan_legacy(yajl_val root) {
 
 /* ---- Top level ----------------------------------------------------------------------------- */
 
-static ncclResult_t conv_plan(pcl_plan_ctx_t *c, yajl_val root, pcl_plan_t *p) {
-  static const char *const keys[] = {"name",
-                                     "collective",
-                                     "protocol",
-                                     "inplace",
-                                     "reuse_resources",
-                                     "num_threads_per_block",
-                                     "use_double_scratch_buffer",
-                                     "buffer_alignment",
-                                     "min_message_size",
-                                     "max_message_size",
-                                     "gpus",
-                                     "nranks_per_node",
-                                     "priority",
-                                     "outofplace_ok",
-                                     "version",
-                                     NULL};
-  ncclResult_t res;
+/* name, collective, protocol and the boolean flags. */
+static ncclResult_t conv_header(pcl_plan_ctx_t *c, yajl_val root, pcl_plan_t *p) {
   const char *s;
-  uint64_t u;
-  if (!YAJL_IS_OBJECT(root))
-    return pcl_plan_fail(c, NULL, "expected an object at the top level");
-  if ((res = pcl_json_check_keys(c, root, keys)) != ncclSuccess)
-    return res;
-  if ((res = pcl_json_str(c, root, "name", 1, &s)) != ncclSuccess)
-    return res;
-  if (s[0] == '\0')
-    return pcl_plan_fail(c, "name", "empty plan name");
+  PCL_TRY(pcl_json_str(c, root, "name", 1, &s));
+  if (s[0] == '\0') return pcl_plan_fail(c, "name", "empty plan name");
   p->name = pcl_strdup(s, "plan name");
-  if (p->name == NULL)
-    return ncclSystemError;
-  if ((res = pcl_json_str(c, root, "collective", 1, &s)) != ncclSuccess)
-    return res;
+  if (p->name == NULL) return ncclSystemError;
+  PCL_TRY(pcl_json_str(c, root, "collective", 1, &s));
   int coll = pcl_plan_coll_from_name(s);
-  if (coll < 0)
-    return pcl_plan_fail(c, "collective", "unknown collective '%s'", s);
+  if (coll < 0) return pcl_plan_fail(c, "collective", "unknown collective '%s'", s);
   p->collective = (pcl_plan_coll_t)coll;
-  if ((res = pcl_json_str(c, root, "protocol", 1, &s)) != ncclSuccess)
-    return res;
+  PCL_TRY(pcl_json_str(c, root, "protocol", 1, &s));
   if (strcmp(s, "LL") == 0)
     p->protocol = PCL_PLAN_PROTO_LL;
   else if (strcmp(s, "Simple") == 0)
     p->protocol = PCL_PLAN_PROTO_SIMPLE;
   else
     return pcl_plan_fail(c, "protocol", "unknown protocol '%s' (expected LL or Simple)", s);
-  if ((res = pcl_json_bool(c, root, "inplace", 1, 0, &p->inplace)) != ncclSuccess)
-    return res;
-  if ((res = pcl_json_bool(c, root, "outofplace_ok", 0, 0, &p->outofplace_ok)) != ncclSuccess)
-    return res;
-  if ((res = pcl_json_bool(c, root, "reuse_resources", 0, 0, &p->reuse_resources)) != ncclSuccess)
-    return res;
-  if ((res = pcl_json_bool(c, root, "use_double_scratch_buffer", 0, 0,
-                           &p->use_double_scratch_buffer)) != ncclSuccess)
-    return res;
-  if ((res = pcl_json_int(c, root, "num_threads_per_block", 0, 1024, 32, PCL_PLAN_MAX_THREADS,
-                          &p->num_threads_per_block)) != ncclSuccess)
-    return res;
+  PCL_TRY(pcl_json_bool(c, root, "inplace", 1, 0, &p->inplace));
+  PCL_TRY(pcl_json_bool(c, root, "outofplace_ok", 0, 0, &p->outofplace_ok));
+  PCL_TRY(pcl_json_bool(c, root, "reuse_resources", 0, 0, &p->reuse_resources));
+  return pcl_json_bool(c, root, "use_double_scratch_buffer", 0, 0, &p->use_double_scratch_buffer);
+}
+
+/* Threads, alignment, the message-size range and the priority. */
+static ncclResult_t conv_limits(pcl_plan_ctx_t *c, yajl_val root, pcl_plan_t *p) {
+  uint64_t u;
+  PCL_TRY(pcl_json_int(c, root, "num_threads_per_block", 0, 1024, 32, PCL_PLAN_MAX_THREADS,
+                       &p->num_threads_per_block));
   if (p->num_threads_per_block % 32)
     return pcl_plan_fail(c, "num_threads_per_block", "%d is not a multiple of 32",
                          p->num_threads_per_block);
-  if ((res = pcl_json_u64(c, root, "buffer_alignment", 0, 16, 1, 4096, &u)) != ncclSuccess)
-    return res;
+  PCL_TRY(pcl_json_u64(c, root, "buffer_alignment", 0, 16, 1, 4096, &u));
   if (u & (u - 1))
     return pcl_plan_fail(c, "buffer_alignment", "%llu is not a power of two",
                          (unsigned long long)u);
-  if (u < (p->protocol == PCL_PLAN_PROTO_LL ? 8u : 4u))
+  const unsigned min_align = p->protocol == PCL_PLAN_PROTO_LL ? 8u : 4u;
+  if (u < min_align)
     return pcl_plan_fail(c, "buffer_alignment", "%llu is below the minimum of %u for protocol %s",
-                         (unsigned long long)u, p->protocol == PCL_PLAN_PROTO_LL ? 8u : 4u,
+                         (unsigned long long)u, min_align,
                          p->protocol == PCL_PLAN_PROTO_LL ? "LL" : "Simple");
   p->buffer_alignment = (uint32_t)u;
-  if ((res = pcl_json_u64(c, root, "min_message_size", 0, 0, 0, UINT64_MAX,
-                          &p->min_message_size)) != ncclSuccess)
-    return res;
-  if ((res = pcl_json_u64(c, root, "max_message_size", 0, UINT64_MAX, 0, UINT64_MAX,
-                          &p->max_message_size)) != ncclSuccess)
-    return res;
+  PCL_TRY(pcl_json_u64(c, root, "min_message_size", 0, 0, 0, UINT64_MAX, &p->min_message_size));
+  PCL_TRY(pcl_json_u64(c, root, "max_message_size", 0, UINT64_MAX, 0, UINT64_MAX,
+                       &p->max_message_size));
   if (p->min_message_size > p->max_message_size)
     return pcl_plan_fail(c, "min_message_size", "min_message_size %llu > max_message_size %llu",
                          (unsigned long long)p->min_message_size,
                          (unsigned long long)p->max_message_size);
-  if ((res = pcl_json_int(c, root, "priority", 0, 0, -1000000, 1000000, &p->priority)) !=
-      ncclSuccess)
-    return res;
+  return pcl_json_int(c, root, "priority", 0, 0, -1000000, 1000000, &p->priority);
+}
 
+/* gpus[] and nranks_per_node. Without nranks_per_node (MSCCL++'s plans carry none) the
+ * validator infers the nodes from the memory channels (plan_validate.c, check_nodes). */
+static ncclResult_t conv_gpus(pcl_plan_ctx_t *c, yajl_val root, pcl_plan_t *p) {
   yajl_val gpus;
-  if ((res = pcl_json_array(c, root, "gpus", 1, PCL_PLAN_MAX_GPUS, "gpus", &gpus)) != ncclSuccess)
-    return res;
-  if (gpus->u.array.len == 0)
-    return pcl_plan_fail(c, "gpus", "a plan needs at least one gpu");
+  PCL_TRY(pcl_json_array(c, root, "gpus", 1, PCL_PLAN_MAX_GPUS, "gpus", &gpus));
+  if (gpus->u.array.len == 0) return pcl_plan_fail(c, "gpus", "a plan needs at least one gpu");
   p->n_gpus = (int)gpus->u.array.len;
-  if ((res = pcl_json_int(c, root, "nranks_per_node", 0, p->n_gpus, 1, PCL_PLAN_MAX_GPUS,
-                          &p->nranks_per_node)) != ncclSuccess)
-    return res;
+  p->nranks_per_node_given = pcl_json_get(root, "nranks_per_node") != NULL;
+  PCL_TRY(pcl_json_int(c, root, "nranks_per_node", 0, p->n_gpus, 1, PCL_PLAN_MAX_GPUS,
+                       &p->nranks_per_node));
   if (p->nranks_per_node > p->n_gpus) /* a gpus entry deleted, most likely */
     return pcl_plan_fail(c, "gpus", "lists %d ranks, fewer than nranks_per_node (%d)", p->n_gpus,
                          p->nranks_per_node);
@@ -151,8 +120,7 @@ static ncclResult_t conv_plan(pcl_plan_ctx_t *c, yajl_val root, pcl_plan_t *p) {
     return pcl_plan_fail(c, "nranks_per_node", "%d gpus do not split into nodes of %d", p->n_gpus,
                          p->nranks_per_node);
   PCL_CALLOC(p->gpus, p->n_gpus, "plan gpus");
-  if (p->gpus == NULL)
-    return ncclSystemError;
+  if (p->gpus == NULL) return ncclSystemError;
   pcl_plan_conv_t v = {.c = c, .plan = p, .legacy = scan_legacy(root)};
   p->legacy_names = v.legacy;
   size_t p0 = pcl_plan_path_key(c, "gpus");
@@ -160,18 +128,29 @@ static ncclResult_t conv_plan(pcl_plan_ctx_t *c, yajl_val root, pcl_plan_t *p) {
     size_t p1 = pcl_plan_path_idx(c, g);
     v.gpu = &p->gpus[g];
     v.gpu->id = g;
-    if ((res = pcl_plan_conv_gpu(&v, gpus->u.array.values[g])) != ncclSuccess)
-      return res;
+    PCL_TRY(pcl_plan_conv_gpu(&v, gpus->u.array.values[g]));
     pcl_plan_path_pop(c, p1);
     for (int b = 0; b < v.gpu->n_blocks; b++)
       for (int i = 0; i < v.gpu->blocks[b].n_ops; i++) {
         int ro = v.gpu->blocks[b].ops[i].reduce_op;
-        if (ro != PCL_PLAN_RED_NONE && ro != PCL_PLAN_RED_AVG)
-          p->reduce_ops_mask |= 1u << ro;
+        if (ro != PCL_PLAN_RED_NONE && ro != PCL_PLAN_RED_AVG) p->reduce_ops_mask |= 1u << ro;
       }
   }
   pcl_plan_path_pop(c, p0);
   return ncclSuccess;
+}
+
+static ncclResult_t conv_plan(pcl_plan_ctx_t *c, yajl_val root, pcl_plan_t *p) {
+  static const char *const keys[] = {
+      "name",     "collective",      "protocol",        "inplace",
+      "reuse_resources", "num_threads_per_block", "use_double_scratch_buffer",
+      "buffer_alignment", "min_message_size", "max_message_size", "gpus", "nranks_per_node",
+      "priority", "outofplace_ok",   "version",         NULL};
+  if (!YAJL_IS_OBJECT(root)) return pcl_plan_fail(c, NULL, "expected an object at the top level");
+  PCL_TRY(pcl_json_check_keys(c, root, keys));
+  PCL_TRY(conv_header(c, root, p));
+  PCL_TRY(conv_limits(c, root, p));
+  return conv_gpus(c, root, p);
 }
 
 /* yajl_tree frees recursively; refuse absurd nesting before parsing so neither yajl nor our

@@ -3,42 +3,22 @@
  * on the call path), the "is this size runnable" test, and op classification helpers. */
 #include "plan_int.h"
 
-int pcl_plan_op_is_packet(int t) {
-  switch (t) {
-  case PCL_PLAN_OP_CPKT:
-  case PCL_PLAN_OP_UPKT:
-  case PCL_PLAN_OP_PPKT:
-  case PCL_PLAN_OP_RPPKT:
-  case PCL_PLAN_OP_REPKT:
-  case PCL_PLAN_OP_RESPKT:
-  case PCL_PLAN_OP_RECPKT:
-  case PCL_PLAN_OP_RECSPKT:
-  case PCL_PLAN_OP_GSTOREPKT:
-    return 1;
-  default:
-    return 0;
-  }
+static int op_has(int t, unsigned flag) {
+  return (unsigned)t < PCL_PLAN_OP_COUNT && (pcl_plan_ops[t].flags & flag) != 0;
 }
 
-int pcl_plan_op_is_reduce(int t) {
-  switch (t) {
-  case PCL_PLAN_OP_RE:
-  case PCL_PLAN_OP_RES:
-  case PCL_PLAN_OP_RRE:
-  case PCL_PLAN_OP_RRES:
-  case PCL_PLAN_OP_REPKT:
-  case PCL_PLAN_OP_RESPKT:
-  case PCL_PLAN_OP_RECPKT:
-  case PCL_PLAN_OP_RECSPKT:
-  case PCL_PLAN_OP_GLRES:
-    return 1;
-  default:
-    return 0;
-  }
-}
+int pcl_plan_op_is_packet(int t) { return op_has(t, PCL_OPF_PKT); }
 
-int pcl_plan_op_is_nvls(int t) {
-  return t == PCL_PLAN_OP_GLRES || t == PCL_PLAN_OP_GSTORE || t == PCL_PLAN_OP_GSTOREPKT;
+int pcl_plan_op_is_reduce(int t) { return op_has(t, PCL_OPF_RED); }
+
+int pcl_plan_op_is_nvls(int t) { return op_has(t, PCL_OPF_NVLS); }
+
+int pcl_plan_operand_is_packet(const pcl_plan_op_t *op, int dst, int i) {
+  if ((unsigned)op->type >= PCL_PLAN_OP_COUNT) return 0;
+  const pcl_plan_opinfo_t *d = &pcl_plan_ops[op->type];
+  int first = dst ? d->dst_pkt : d->src_pkt;
+  if (first == PCL_OPPKT_PORT) return op->channel_type == PCL_PLAN_CHAN_PORT;
+  return first != PCL_OPPKT_NONE && i >= first;
 }
 
 int pcl_plan_buffer_bytes(const pcl_plan_t *plan, uint64_t msg, uint64_t *in, uint64_t *out) {

@@ -50,11 +50,14 @@ static const char *const coll_names[PCL_PLAN_COLL_COUNT] = {
     "allreduce", "allgather", "reducescatter", "broadcast", "reduce",
     "alltoall",  "sendrecv",  "test",          "custom"};
 
-static const char *const op_names[PCL_PLAN_OP_COUNT] = {
-    "nop",    "barrier", "signal", "rlxsignal", "wait",    "rlxwait", "flush",     "put",
-    "pws",    "pwsf",    "get",    "copy",      "cpkt",    "upkt",    "ppkt",      "rppkt",
-    "re",     "res",     "rre",    "rres",      "repkt",   "respkt",  "recpkt",    "recspkt",
-    "glres",  "gstore",  "gstorepkt", "pipeline", "sem_acquire", "sem_release"};
+const pcl_plan_opinfo_t pcl_plan_ops[PCL_PLAN_OP_COUNT] = {
+#define PCL_OP(id, nm, kernel, fl, ch, ids_, smin, smax, dmin, dmax, spkt, dpkt)                  \
+  [PCL_PLAN_OP_##id] = {.name = nm, .flags = fl, .chans = ch, .ids = ids_, .src_pkt = spkt,        \
+                        .dst_pkt = dpkt, .src_min = smin, .src_max = smax, .dst_min = dmin,        \
+                        .dst_max = dmax},
+#include "ops.def"
+#undef PCL_OP
+};
 
 /* v0.7 names that no longer exist, and what they mean now. */
 static const struct {
@@ -75,7 +78,7 @@ int pcl_plan_coll_from_name(const char *s) {
 }
 
 const char *pcl_plan_op_name(pcl_plan_op_type_t t) {
-  return (unsigned)t < PCL_PLAN_OP_COUNT ? op_names[t] : "unknown";
+  return (unsigned)t < PCL_PLAN_OP_COUNT ? pcl_plan_ops[t].name : "unknown";
 }
 
 const char *pcl_plan_chan_name(int t) {
@@ -118,7 +121,7 @@ int pcl_plan_buf_from_name(const char *s) {
 int pcl_plan_op_from_name(const char *s, int legacy) {
   if (legacy && strcmp(s, "cpkt") == 0) return PCL_PLAN_OP_UPKT;
   for (int i = 0; i < PCL_PLAN_OP_COUNT; i++)
-    if (strcmp(op_names[i], s) == 0) return i;
+    if (strcmp(pcl_plan_ops[i].name, s) == 0) return i;
   for (size_t i = 0; i < sizeof(legacy_ops) / sizeof(legacy_ops[0]); i++)
     if (strcmp(legacy_ops[i].old, s) == 0) return legacy_ops[i].now;
   return -1;

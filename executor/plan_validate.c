@@ -166,166 +166,130 @@ static ncclResult_t equal_sizes(vctx_t *v) {
   return ncclSuccess;
 }
 
-#define TRY(x)                                                                                     \
-  do {                                                                                             \
-    ncclResult_t r_ = (x);                                                                         \
-    if (r_ != ncclSuccess) return r_;                                                              \
-  } while (0)
+#define TRY(x) PCL_TRY(x)
 
-static int is_sync_op(int t) {
-  return t == PCL_PLAN_OP_SIGNAL || t == PCL_PLAN_OP_RLXSIGNAL || t == PCL_PLAN_OP_WAIT ||
-         t == PCL_PLAN_OP_RLXWAIT || t == PCL_PLAN_OP_FLUSH;
+/* A count of the op table: PCL_OPN_SRC stands for the op's number of sources. */
+static int table_count(const pcl_plan_op_t *op, int n) { return n == PCL_OPN_SRC ? op->n_src : n; }
+
+/* What the op table fixes for every op: channel kinds, entry counts, channel ids, and that only
+ * the ops that name port channels take them. */
+static ncclResult_t check_op_table(vctx_t *v, const pcl_plan_opinfo_t *d) {
+  const pcl_plan_op_t *op = v->op;
+  if (d->chans) TRY(want_chan(v, d->chans));
+  TRY(want_count(v, 0, table_count(op, d->src_min), table_count(op, d->src_max)));
+  TRY(want_count(v, 1, table_count(op, d->dst_min), table_count(op, d->dst_max)));
+  if (d->ids == PCL_OPIDS_NONE) TRY(no_channel_ids(v));
+  if (d->ids == PCL_OPIDS_ONE) TRY(want_channel_ids(v, 1));
+  if (!(d->flags & PCL_OPF_SYNC) && op->n_channels && op->channel_type == PCL_PLAN_CHAN_PORT &&
+      !(d->chans & PCL_OPCH_PORT))
+    return pcl_plan_fail(v->c, "channel_type", "op '%s' cannot use port channels", v->name);
+  return ncclSuccess;
 }
 
-static ncclResult_t check_op_shape(vctx_t *v) {
+/* The fields of the ops that take no buffers: barrier, semaphores, pipeline. */
+static ncclResult_t check_control_op(vctx_t *v) {
+  const pcl_plan_op_t *op = v->op;
+  if (op->type == PCL_PLAN_OP_BARRIER) {
+    if (op->barrier_id < 0) return pcl_plan_fail(v->c, "barrier_id", "barrier needs barrier_id");
+    if (op->num_threadblocks == 0)
+      return pcl_plan_fail(v->c, "num_threadblocks", "barrier needs num_threadblocks");
+    if (op->num_threadblocks > v->gpu->n_blocks)
+      return pcl_plan_fail(v->c, "num_threadblocks",
+                           "barrier of %d threadblocks but the gpu has %d", op->num_threadblocks,
+                           v->gpu->n_blocks);
+  }
+  if ((op->type == PCL_PLAN_OP_SEM_ACQUIRE || op->type == PCL_PLAN_OP_SEM_RELEASE) &&
+      op->n_sems == 0)
+    return pcl_plan_fail(v->c, "semaphore_ids", "op '%s' needs semaphore_ids", v->name);
+  if (op->type == PCL_PLAN_OP_PIPELINE && op->unit_size % v->plan->buffer_alignment)
+    return pcl_plan_fail(v->c, "iter_context.unit_size",
+                         "unit_size %u is not a multiple of buffer_alignment %u", op->unit_size,
+                         v->plan->buffer_alignment);
+  return ncclSuccess;
+}
+
+/* The kinds of each op's buffer references (local or remote, scratch or not), which the table
+ * leaves to each op since every position has its own role in messages. */
+static ncclResult_t check_op_refs(vctx_t *v) {
   const pcl_plan_op_t *op = v->op;
   int port = op->channel_type == PCL_PLAN_CHAN_PORT;
+  int ppkt = op->type == PCL_PLAN_OP_PPKT;
   switch (op->type) {
-  case PCL_PLAN_OP_NOP:
-  case PCL_PLAN_OP_SEM_ACQUIRE:
-  case PCL_PLAN_OP_SEM_RELEASE:
-  case PCL_PLAN_OP_BARRIER:
-  case PCL_PLAN_OP_PIPELINE:
-    TRY(want_count(v, 0, 0, 0));
-    TRY(want_count(v, 1, 0, 0));
-    TRY(no_channel_ids(v));
-    if (op->type == PCL_PLAN_OP_BARRIER) {
-      if (op->barrier_id < 0) return pcl_plan_fail(v->c, "barrier_id", "barrier needs barrier_id");
-      if (op->num_threadblocks == 0)
-        return pcl_plan_fail(v->c, "num_threadblocks", "barrier needs num_threadblocks");
-      if (op->num_threadblocks > v->gpu->n_blocks)
-        return pcl_plan_fail(v->c, "num_threadblocks", "barrier of %d threadblocks but the gpu "
-                                                       "has %d", op->num_threadblocks,
-                             v->gpu->n_blocks);
-    }
-    if ((op->type == PCL_PLAN_OP_SEM_ACQUIRE || op->type == PCL_PLAN_OP_SEM_RELEASE) &&
-        op->n_sems == 0)
-      return pcl_plan_fail(v->c, "semaphore_ids", "op '%s' needs semaphore_ids", v->name);
-    if (op->type == PCL_PLAN_OP_PIPELINE && op->unit_size % v->plan->buffer_alignment)
-      return pcl_plan_fail(v->c, "iter_context.unit_size", "unit_size %u is not a multiple of "
-                                                           "buffer_alignment %u",
-                           op->unit_size, v->plan->buffer_alignment);
-    break;
-  case PCL_PLAN_OP_SIGNAL:
-  case PCL_PLAN_OP_RLXSIGNAL:
-  case PCL_PLAN_OP_WAIT:
-  case PCL_PLAN_OP_RLXWAIT:
-  case PCL_PLAN_OP_FLUSH:
-    TRY(want_chan(v, op->type == PCL_PLAN_OP_FLUSH ? CH_PORT : CH_MEM | CH_PORT));
-    TRY(want_channel_ids(v, 1));
-    TRY(want_count(v, 0, 0, 0));
-    TRY(want_count(v, 1, 0, 0));
-    break;
   case PCL_PLAN_OP_PUT:
   case PCL_PLAN_OP_PWS:
   case PCL_PLAN_OP_PWSF:
   case PCL_PLAN_OP_PPKT:
-    TRY(want_chan(v, (op->type == PCL_PLAN_OP_PWS || op->type == PCL_PLAN_OP_PWSF)
-                         ? CH_PORT : CH_MEM | CH_PORT));
-    TRY(want_count(v, 0, 1, PCL_PLAN_MAX_OP_REMOTE_BUFS));
-    TRY(want_count(v, 1, op->n_src, op->n_src));
     /* Port put-packet copies packets that are already in scratch (2x size) to remote scratch. */
-    TRY(want_refs(v, 0, 0, op->n_src, PCL_PLAN_REF_LOCAL,
-                  op->type == PCL_PLAN_OP_PPKT && port ? MASK_S : MASK_ANY,
-                  op->type == PCL_PLAN_OP_PPKT && port ? "port put-packet sends packets from "
-                                                         "scratch" : "source"));
+    TRY(want_refs(v, 0, 0, op->n_src, PCL_PLAN_REF_LOCAL, ppkt && port ? MASK_S : MASK_ANY,
+                  ppkt && port ? "port put-packet sends packets from scratch" : "source"));
     TRY(same_src_type(v));
-    TRY(want_refs(v, 1, 0, op->n_dst, PCL_PLAN_REF_REMOTE,
-                  op->type == PCL_PLAN_OP_PPKT ? MASK_S : MASK_ANY,
-                  op->type == PCL_PLAN_OP_PPKT ? "packets land in the peer's scratch"
-                                               : "destination"));
-    if (port) {
-      TRY(want_channel_ids(v, 1));
-      TRY(port_pairs(v));
-    }
-    TRY(equal_sizes(v));
+    TRY(want_refs(v, 1, 0, op->n_dst, PCL_PLAN_REF_REMOTE, ppkt ? MASK_S : MASK_ANY,
+                  ppkt ? "packets land in the peer's scratch" : "destination"));
     break;
   case PCL_PLAN_OP_GET:
-    TRY(want_chan(v, CH_MEM));
-    TRY(want_count(v, 0, 1, PCL_PLAN_MAX_OP_REMOTE_BUFS));
-    TRY(want_count(v, 1, op->n_src, op->n_src));
     TRY(want_refs(v, 0, 0, op->n_src, PCL_PLAN_REF_REMOTE, MASK_ANY, "source"));
     TRY(want_refs(v, 1, 0, op->n_dst, PCL_PLAN_REF_LOCAL, MASK_ANY, "destination"));
-    TRY(equal_sizes(v));
     break;
   case PCL_PLAN_OP_COPY:
   case PCL_PLAN_OP_CPKT:
-  case PCL_PLAN_OP_UPKT:
-    TRY(want_count(v, 0, 1, 1));
-    TRY(want_count(v, 1, 1, 1));
-    TRY(no_channel_ids(v));
-    TRY(want_refs(v, 0, 0, 1, PCL_PLAN_REF_LOCAL, op->type == PCL_PLAN_OP_UPKT ? MASK_S : MASK_ANY,
-                  op->type == PCL_PLAN_OP_UPKT ? "packets are unpacked from scratch" : "source"));
-    TRY(want_refs(v, 1, 0, 1, PCL_PLAN_REF_LOCAL, op->type == PCL_PLAN_OP_CPKT ? MASK_S : MASK_ANY,
-                  op->type == PCL_PLAN_OP_CPKT ? "packets are written to scratch" : "destination"));
-    TRY(equal_sizes(v));
+  case PCL_PLAN_OP_UPKT: {
+    int up = op->type == PCL_PLAN_OP_UPKT, cp = op->type == PCL_PLAN_OP_CPKT;
+    TRY(want_refs(v, 0, 0, 1, PCL_PLAN_REF_LOCAL, up ? MASK_S : MASK_ANY,
+                  up ? "packets are unpacked from scratch" : "source"));
+    TRY(want_refs(v, 1, 0, 1, PCL_PLAN_REF_LOCAL, cp ? MASK_S : MASK_ANY,
+                  cp ? "packets are written to scratch" : "destination"));
     break;
+  }
   case PCL_PLAN_OP_RPPKT:
-    TRY(want_chan(v, CH_MEM | CH_PORT));
-    TRY(want_count(v, 0, 1, 1));
-    TRY(want_count(v, 1, 1, PCL_PLAN_MAX_OP_REMOTE_BUFS));
     TRY(want_refs(v, 0, 0, 1, PCL_PLAN_REF_LOCAL, MASK_S, "packets are read from scratch"));
     TRY(want_refs(v, 1, 0, op->n_dst, PCL_PLAN_REF_REMOTE, MASK_S,
                   "packets land in the peer's scratch"));
-    if (port) {
-      TRY(want_channel_ids(v, 1));
-      TRY(port_pairs(v));
-    }
-    TRY(equal_sizes(v));
     break;
   case PCL_PLAN_OP_RE:
   case PCL_PLAN_OP_RES:
-    if (op->type == PCL_PLAN_OP_RES) TRY(want_chan(v, CH_MEM));
-    TRY(want_count(v, 0, 1, PCL_PLAN_MAX_OP_BUFS));
     TRY(want_refs(v, 0, 0, op->n_src, PCL_PLAN_REF_LOCAL, MASK_ANY, "reduce input"));
-    TRY(want_count(v, 1, op->type == PCL_PLAN_OP_RES ? 2 : 1,
-                   op->type == PCL_PLAN_OP_RES ? 1 + PCL_PLAN_MAX_OP_REMOTE_BUFS : 1));
     TRY(want_refs(v, 1, 0, 1, PCL_PLAN_REF_LOCAL, MASK_ANY, "reduce result"));
     TRY(want_refs(v, 1, 1, op->n_dst, PCL_PLAN_REF_REMOTE, MASK_ANY, "result sent to a peer"));
-    TRY(equal_sizes(v));
     break;
   case PCL_PLAN_OP_RRE:
   case PCL_PLAN_OP_RRES:
-    TRY(want_chan(v, CH_MEM));
-    TRY(want_count(v, 0, 2, 1 + PCL_PLAN_MAX_OP_REMOTE_BUFS));
     TRY(want_refs(v, 0, 0, 1, PCL_PLAN_REF_LOCAL, MASK_ANY, "local reduce input"));
     TRY(want_refs(v, 0, 1, op->n_src, PCL_PLAN_REF_REMOTE, MASK_ANY, "remote reduce input"));
-    TRY(want_count(v, 1, op->type == PCL_PLAN_OP_RRES ? 2 : 1,
-                   op->type == PCL_PLAN_OP_RRES ? 1 + PCL_PLAN_MAX_OP_REMOTE_BUFS : 1));
     TRY(want_refs(v, 1, 0, 1, PCL_PLAN_REF_LOCAL, MASK_ANY, "reduce result"));
     TRY(want_refs(v, 1, 1, op->n_dst, PCL_PLAN_REF_REMOTE, MASK_ANY, "result sent to a peer"));
-    TRY(equal_sizes(v));
     break;
   case PCL_PLAN_OP_REPKT:
   case PCL_PLAN_OP_RESPKT:
   case PCL_PLAN_OP_RECPKT:
   case PCL_PLAN_OP_RECSPKT: {
-    int send = op->type == PCL_PLAN_OP_RESPKT || op->type == PCL_PLAN_OP_RECSPKT;
     int copy = op->type == PCL_PLAN_OP_RECPKT || op->type == PCL_PLAN_OP_RECSPKT;
-    int nlocal_dst = 1 + copy;
-    if (send) TRY(want_chan(v, CH_MEM));
-    TRY(want_count(v, 0, 2, PCL_PLAN_MAX_OP_BUFS));
     TRY(want_refs(v, 0, 0, 1, PCL_PLAN_REF_LOCAL, MASK_ANY, "own data"));
     TRY(want_refs(v, 0, 1, op->n_src, PCL_PLAN_REF_LOCAL, MASK_S,
                   "peers' packets are read from scratch"));
-    TRY(want_count(v, 1, nlocal_dst + send, send ? nlocal_dst + PCL_PLAN_MAX_OP_REMOTE_BUFS
-                                                 : nlocal_dst));
     TRY(want_refs(v, 1, 0, 1, PCL_PLAN_REF_LOCAL, MASK_ANY, "reduce result"));
-    if (copy)
-      TRY(want_refs(v, 1, 1, 2, PCL_PLAN_REF_LOCAL, MASK_S, "packet copy of the result"));
-    TRY(want_refs(v, 1, nlocal_dst, op->n_dst, PCL_PLAN_REF_REMOTE, MASK_S,
+    if (copy) TRY(want_refs(v, 1, 1, 2, PCL_PLAN_REF_LOCAL, MASK_S, "packet copy of the result"));
+    TRY(want_refs(v, 1, 1 + copy, op->n_dst, PCL_PLAN_REF_REMOTE, MASK_S,
                   "packets land in the peer's scratch"));
-    TRY(equal_sizes(v));
     break;
   }
   default:
     break;
   }
-  if (!is_sync_op(op->type) && op->n_channels && op->channel_type == PCL_PLAN_CHAN_PORT &&
-      op->type != PCL_PLAN_OP_PUT && op->type != PCL_PLAN_OP_PWS && op->type != PCL_PLAN_OP_PWSF &&
-      op->type != PCL_PLAN_OP_PPKT && op->type != PCL_PLAN_OP_RPPKT)
-    return pcl_plan_fail(v->c, "channel_type", "op '%s' cannot use port channels", v->name);
   return ncclSuccess;
+}
+
+static ncclResult_t check_op_shape(vctx_t *v) {
+  const pcl_plan_op_t *op = v->op;
+  const pcl_plan_opinfo_t *d = &pcl_plan_ops[op->type];
+  if (d->flags & PCL_OPF_NVLS) return ncclSuccess; /* refused by check_nvls */
+  TRY(check_op_table(v, d));
+  TRY(check_control_op(v));
+  TRY(check_op_refs(v));
+  if (d->ids == PCL_OPIDS_PORT && op->channel_type == PCL_PLAN_CHAN_PORT) {
+    TRY(want_channel_ids(v, 1));
+    TRY(port_pairs(v));
+  }
+  return equal_sizes(v);
 }
 
 /* Chunk ranges against the owning rank's chunk counts. */
@@ -634,6 +598,7 @@ static ncclResult_t check_ops(pcl_plan_t *p, pcl_plan_ctx_t *c) {
 
 ncclResult_t pcl_plan_validate(pcl_plan_t *p, pcl_plan_ctx_t *c) {
   TRY(check_nvls(p, c));
+  TRY(pcl_plan_check_nodes(p, c));
   TRY(check_chunks(p, c));
   TRY(pair_channels(p, c));
   TRY(check_rbufs(p, c));

@@ -28,20 +28,6 @@ static int op_fail(sim_t *s, pcl_sim_verdict_t v, int rank, int b, int flat, con
 
 /* ---- Operands --------------------------------------------------------------------------- */
 
-static int is_packet_operand(const pcl_plan_op_t *op, int dst, int i) {
-  switch (op->type) {
-  case PCL_PLAN_OP_CPKT: return dst && i == 0;
-  case PCL_PLAN_OP_UPKT: return !dst && i == 0;
-  case PCL_PLAN_OP_PPKT: return dst || op->channel_type == PCL_PLAN_CHAN_PORT;
-  case PCL_PLAN_OP_RPPKT: return 1;
-  case PCL_PLAN_OP_REPKT: return !dst && i >= 1;
-  case PCL_PLAN_OP_RESPKT:
-  case PCL_PLAN_OP_RECPKT:
-  case PCL_PLAN_OP_RECSPKT: return i >= 1;
-  default: return 0;
-  }
-}
-
 static uint32_t wid_of(const sim_t *s, int rank, int b, int flat) {
   return (uint32_t)(s->gop_base[rank * s->plan->max_blocks + b] + flat + 1);
 }
@@ -120,10 +106,10 @@ static int op_start(sim_t *s, sim_rank_t *r, int b, const pcl_plan_op_t *op, int
   k->phase = 0;
   k->len = 0;
   for (int i = 0; i < op->n_src; i++)
-    if (resolve(s, r, b, op, flat, &op->src[i], is_packet_operand(op, 0, i), &k->src[i]))
+    if (resolve(s, r, b, op, flat, &op->src[i], pcl_plan_operand_is_packet(op, 0, i), &k->src[i]))
       return SIM_OP_FAILED;
   for (int i = 0; i < op->n_dst; i++)
-    if (resolve(s, r, b, op, flat, &op->dst[i], is_packet_operand(op, 1, i), &k->dst[i]))
+    if (resolve(s, r, b, op, flat, &op->dst[i], pcl_plan_operand_is_packet(op, 1, i), &k->dst[i]))
       return SIM_OP_FAILED;
   if (op->n_src + op->n_dst > 0) {
     k->len = op->n_src ? k->src[0].bytes : k->dst[0].bytes;

@@ -128,34 +128,14 @@ typedef struct {
 PCL_KABI_ASSERT(sizeof(pcl_kportchan_t) == 80, "portchan layout");
 
 /* ---- ops ---- */
+/* The kernel ops are the plan ops of common/ops.def that have a kernel handler (kernel K), in
+ * the table's order. */
+#define PCL_KOPDEF_K(id) PCL_KOP_##id,
+#define PCL_KOPDEF_X(id)
 typedef enum {
-  PCL_KOP_NOP = 0,
-  PCL_KOP_BARRIER,
-  PCL_KOP_SIGNAL,
-  PCL_KOP_RLXSIGNAL,
-  PCL_KOP_WAIT,
-  PCL_KOP_RLXWAIT,
-  PCL_KOP_FLUSH,
-  PCL_KOP_PUT,
-  PCL_KOP_PWS,
-  PCL_KOP_PWSF,
-  PCL_KOP_GET,
-  PCL_KOP_COPY,
-  PCL_KOP_CPKT,
-  PCL_KOP_UPKT,
-  PCL_KOP_PPKT,
-  PCL_KOP_RPPKT,
-  PCL_KOP_RE,
-  PCL_KOP_RES,
-  PCL_KOP_RRE,
-  PCL_KOP_RRES,
-  PCL_KOP_REPKT,
-  PCL_KOP_RESPKT,
-  PCL_KOP_RECPKT,
-  PCL_KOP_RECSPKT,
-  PCL_KOP_PIPELINE,
-  PCL_KOP_SEM_ACQUIRE,
-  PCL_KOP_SEM_RELEASE,
+#define PCL_OP(id, name, kernel, ...) PCL_KOPDEF_##kernel(id)
+#include "ops.def"
+#undef PCL_OP
   PCL_KOP_COUNT
 } pcl_kop_type_t;
 

@@ -111,7 +111,13 @@ static int one_case(xr_t *R, xr_case_t *c, uint64_t seed, xp_plan_res_t *pr, int
     xr_fail(pr, c, "the simulator says %s: %s", pcl_sim_verdict_name((pcl_sim_verdict_t)x->verdict),
             x->msg);
   } else {
-    if (xr_launch(R, 0, c, x, R->d_in, R->d_out) || xr_check(R, 0, c, x, R->d_in, R->d_out, pr))
+    if (xr_launch(R, 0, c, x, R->d_in, R->d_out))
+      return 1;
+    /* Every rank has queued its kernel before any rank queues the read-back behind it: with more
+     * streams than hardware queues (CUDA_DEVICE_MAX_CONNECTIONS), a read-back waiting for this
+     * rank's spinning kernel can share a queue with a slower rank's launch that kernel needs. */
+    CK(pcl_bootstrap_barrier(R->boot));
+    if (xr_check(R, 0, c, x, R->d_in, R->d_out, pr))
       return 1;
   }
   /* Also the barrier after the case: no rank overwrites an input a peer may still read, and rank
@@ -336,10 +342,20 @@ int xs_run_alternating(xr_t *R, pcl_plan_t **plans, int np) {
     int bad = 0;
     for (int i = 0; i < n; i++)
       bad |= R->g->alt_ref[i].verdict != PCL_SIM_PASS;
-    for (int i = 0; i < n && !bad; i++)
+    /* No stream synchronisation between the calls, but a host barrier after each launch: every
+     * rank has queued call i before any rank queues call i + 1. Ranks share the GPU and there are
+     * more streams (two communicators' kernel, side, copy-engine and TCP copy streams: 14 per
+     * rank here) than hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, at most 32), so two streams
+     * can share a queue; without the barrier a faster rank's call i + 2 (waiting in that queue
+     * for its call i) can sit ahead of a slower rank's call i + 1 on the other communicator,
+     * which call i + 1 of the faster rank waits for: a cycle only the spin timeout breaks, and
+     * the kernels then go on with packets that never arrived (wrong sums, different per host). */
+    for (int i = 0; i < n && !bad; i++) {
       if (xr_launch(R, mode ? i & 1 : 0, &c[i], &R->g->alt_ref[i], R->d_in + i * slot,
                     R->d_out + i * slot))
         return 1;
+      CK(pcl_bootstrap_barrier(R->boot));
+    }
     xp_plan_res_t pr;
     memset(&pr, 0, sizeof(pr));
     for (int i = 0; i < n && !bad; i++)
@@ -354,8 +370,16 @@ int xs_run_alternating(xr_t *R, pcl_plan_t **plans, int np) {
       res->alt = v;
     else
       res->two = v;
-    if (pr.first_fail[0] && !res->first_fail[0])
+    if (kerr && !res->first_fail[0]) {
+      /* A spin timed out (or aborted): the wrong outputs below are its consequence, not a data
+       * race; say so first. */
+      snprintf(res->first_fail, sizeof(res->first_fail),
+               "%s: a kernel recorded an error (timeout?)%s%.300s",
+               mode ? "two communicators" : "alternating", pr.first_fail[0] ? "; then " : "",
+               pr.first_fail);
+    } else if (pr.first_fail[0] && !res->first_fail[0]) {
       xp_copy(res->first_fail, sizeof(res->first_fail), pr.first_fail);
+    }
   }
   return 0;
 }

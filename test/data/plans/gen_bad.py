@@ -41,7 +41,8 @@ p = base(); p["buffer_alignment"] = 4; add("alignment_too_small_for_ll", p, "buf
 p = base(); p["min_message_size"] = 100; p["max_message_size"] = 10; add("min_above_max", p, "min_message_size: min_message_size 100 > max_message_size 10")
 p = base(); p["max_message_size"] = -1; add("negative_size", p, "max_message_size: expected a non-negative integer")
 p = base(); p["priority"] = "high"; add("priority_not_int", p, "priority: expected an integer")
-p = base(); p["nranks_per_node"] = 3; add("nranks_per_node_too_big", p, "nranks_per_node: value 3 out of range [1, 2]")
+p = base(); p["nranks_per_node"] = 3; add("nranks_per_node_too_big", p, "gpus: lists 2 ranks, fewer than nranks_per_node (3)")
+p = base(); p["nranks_per_node"] = 1; add("memory_channel_between_nodes", p, "gpus[0].channels: memory channel 0 connects rank 0 (node 0) to rank 1 (node 1): memory channels stay inside a node of 1 ranks")
 p = base(); p["gpus"] = []; add("no_gpus", p, "gpus: a plan needs at least one gpu")
 add("duplicate_key", json.dumps(base(), indent=1).replace('"inplace": true', '"inplace": true, "inplace": true'),
     "inplace: duplicate field")
@@ -159,15 +160,32 @@ add("buffers_on_signal", p, "gpus[0].threadblocks[0].ops[0].src_buff: op 'signal
 p = base(G.ar2_simple); ops(p)[7]["dst_buff"] = ops(p)[7]["dst_buff"][:1]
 add("reduce_send_without_remote", p, "gpus[0].threadblocks[0].ops[7].dst_buff: op 'res' needs at least 2 dst_buff entries, got 1")
 
+def wanted():
+    """Every file this script writes, name -> text."""
+    files = {"expected_errors.txt": "# <file>\\t<substring the loader's error must contain (JSON path included)>\n"
+             + "".join(f"{name}\t{expected}\n" for name, text, expected in cases)}
+    for name, text, _ in cases:
+        files[name] = text if text.endswith("\n") else text + "\n"
+    return files
+
+
 if __name__ == "__main__":
+    files = wanted()
+    if "--check" in sys.argv[1:]:
+        # CI: bad/ is exactly what this script writes (a hand edit of a plan or of the expected
+        # errors would drift from the script otherwise).
+        have = {f for f in os.listdir(OUT) if f.endswith(".json") or f == "expected_errors.txt"}
+        stale = sorted(n for n, t in files.items()
+                       if n not in have or open(os.path.join(OUT, n)).read() != t)
+        stale += sorted(have - set(files))
+        for n in stale:
+            print(f"test/data/plans/bad/{n}: differs from gen_bad.py (run it to regenerate)")
+        sys.exit(1 if stale else 0)
     os.makedirs(OUT, exist_ok=True)
     for f in os.listdir(OUT):
         if f.endswith(".json"):
             os.remove(os.path.join(OUT, f))
-    with open(os.path.join(OUT, "expected_errors.txt"), "w") as ex:
-        ex.write("# <file>\\t<substring the loader's error must contain (JSON path included)>\n")
-        for name, text, expected in cases:
-            with open(os.path.join(OUT, name), "w") as f:
-                f.write(text if text.endswith("\n") else text + "\n")
-            ex.write(f"{name}\t{expected}\n")
+    for name, text in files.items():
+        with open(os.path.join(OUT, name), "w") as f:
+            f.write(text)
     print(len(cases), "bad plans")

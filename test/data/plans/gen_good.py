@@ -406,8 +406,17 @@ ALL = {"ar2_ll": ar2_ll, "ar4_ll": ar4_ll, "ag4_ll": ag4_ll, "ar2_simple": ar2_s
        "mn_ar_2x1": mn_ar_2x1, "mn_ar_2x2": mn_ar_2x2, "mn_ag_2x2": mn_ag_2x2}
 
 if __name__ == "__main__":
+    import sys
+    texts = {name + ".json": json.dumps(fn(), indent=1) + "\n" for name, fn in ALL.items()}
+    if "--check" in sys.argv[1:]:
+        # CI: good/ holds exactly what this script writes (plus hand-written plans it does not
+        # own, which it leaves alone).
+        stale = [n for n, t in sorted(texts.items())
+                 if not os.path.exists(os.path.join(OUT, n)) or open(os.path.join(OUT, n)).read() != t]
+        for n in stale:
+            print(f"test/data/plans/good/{n}: differs from gen_good.py (run it to regenerate)")
+        sys.exit(1 if stale else 0)
     os.makedirs(OUT, exist_ok=True)
-    for name, fn in ALL.items():
-        with open(os.path.join(OUT, name + ".json"), "w") as f:
-            json.dump(fn(), f, indent=1)
-            f.write("\n")
+    for name, text in texts.items():
+        with open(os.path.join(OUT, name), "w") as f:
+            f.write(text)

@@ -366,17 +366,41 @@ START_TEST(test_defaults_and_extensions) {
   char *t0 = read_text(plan_path(path, sizeof(path), "good/ar2_ll.json"), NULL);
   char *t1 = replace_all(t0, "\"inplace\": true,",
                          "\"inplace\": true, \"outofplace_ok\": true, \"priority\": -3, "
-                         "\"nranks_per_node\": 1, \"_comment\": \"ignored\",");
+                         "\"nranks_per_node\": 2, \"_comment\": \"ignored\",");
   char *t2 = replace_all(t1, "\"reduce_op\": \"sum\"", "\"reduce_op\": \"max\"");
   p = load_text_ok("ext.json", t2);
   ck_assert_int_eq(p->outofplace_ok, 1);
   ck_assert_int_eq(p->priority, -3);
-  ck_assert_int_eq(p->nranks_per_node, 1);
+  ck_assert_int_eq(p->nranks_per_node, 2);
   ck_assert_int_eq(p->gpus[1].blocks[0].ops[1].reduce_op, PCL_PLAN_RED_MAX);
   pcl_plan_destroy(p);
   free(t0);
   free(t1);
   free(t2);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+/* Without nranks_per_node (MSCCL++'s plans) the nodes are the ranks the memory channels join;
+ * a plan with none is one node. */
+START_TEST(test_nodes_inferred) {
+  char path[1024];
+  char *t0 = read_text(plan_path(path, sizeof(path), "good/mn_ar_2x2.json"), NULL);
+  char *t1 = replace_all(t0, "\"nranks_per_node\": 2,", "");
+  ck_assert_ptr_ne(strstr(t0, "\"nranks_per_node\": 2,"), NULL);
+  pcl_plan_t *p = load_text_ok("mn.json", t1);
+  ck_assert_int_eq(p->n_gpus, 4);
+  ck_assert_int_eq(p->nranks_per_node_given, 0);
+  ck_assert_int_eq(p->nranks_per_node, 2);
+  pcl_plan_destroy(p);
+  p = load_ok("good/ag2_port.json"); /* port channels only */
+  ck_assert_int_eq(p->nranks_per_node, 2);
+  pcl_plan_destroy(p);
+  p = load_ok("conformance/allreduce_packet_2.json");
+  ck_assert_int_eq(p->nranks_per_node, 2);
+  pcl_plan_destroy(p);
+  free(t0);
+  free(t1);
   PCL_ASSERT_NO_LEAKS();
 }
 END_TEST
@@ -453,6 +477,7 @@ int main(void) {
   tcase_add_test(tc, test_pipeline_flattened);
   tcase_add_test(tc, test_legacy_names);
   tcase_add_test(tc, test_defaults_and_extensions);
+  tcase_add_test(tc, test_nodes_inferred);
   tcase_add_test(tc, test_names);
   tcase_add_test(tc, test_truncated_plans);
   tcase_add_test(tc, test_accepts_op);
