@@ -200,15 +200,6 @@ static uint64_t peer_user(const pcl_exec_userbuf_t *ub, int peer, int type) {
   return pcl_memchan_buf_remote(b, peer, &bytes);
 }
 
-/* The plan's i-th channel of type t on this rank is the k-th to its peer: k is the transport
- * channel index it binds to. */
-static int chan_index(const pcl_plan_channel_t *ch, int i) {
-  int k = 0;
-  for (int j = 0; j < i; j++)
-    k += ch[j].peer == ch[i].peer;
-  return k;
-}
-
 static uint32_t user_port_id(const pcl_exec_userbuf_t *ub, int type) {
   if (ub == NULL)
     return PCL_KABI_NO_MEM;
@@ -220,7 +211,7 @@ static ncclResult_t bind_ports(pcl_exec_ctx_t *c, const pcl_plan_t *plan,
   const pcl_plan_gpu_t *g = &plan->gpus[c->cfg.rank];
   const pcl_plan_channel_t *ch = g->channels[PCL_PLAN_CHAN_PORT];
   for (int i = 0; i < g->n_channels[PCL_PLAN_CHAN_PORT]; i++) {
-    int k = chan_index(ch, i);
+    int k = pcl_plan_chan_index(ch, i);
     pcl_portchan_info_t info;
     if (c->cfg.portchan == NULL ||
         pcl_portchan_info(c->cfg.portchan, ch[i].peer, k, &info) != ncclSuccess) {
@@ -246,7 +237,7 @@ static ncclResult_t bind_tables(pcl_exec_ctx_t *c, const pcl_plan_t *plan,
   const pcl_plan_gpu_t *g = &plan->gpus[c->cfg.rank];
   const pcl_plan_channel_t *ch = g->channels[PCL_PLAN_CHAN_MEMORY];
   for (int i = 0; i < g->n_channels[PCL_PLAN_CHAN_MEMORY]; i++) {
-    int k = chan_index(ch, i);
+    int k = pcl_plan_chan_index(ch, i);
     pcl_memchan_info_t info;
     if (c->cfg.memchan == NULL ||
         pcl_memchan_info(c->cfg.memchan, ch[i].peer, k, &info) != ncclSuccess) {

@@ -266,6 +266,10 @@ const char *pcl_plan_buf_name(int buf_type);             /* "i", "o", "s" */
  * the simulator and the program builder both ask here. */
 int pcl_plan_operand_is_packet(const pcl_plan_op_t *op, int dst, int i);
 
+/* Channel i of a gpu's list of one type is its k-th channel to that peer (k returned, from 0):
+ * the transport channel it binds to. */
+int pcl_plan_chan_index(const pcl_plan_channel_t *ch, int i);
+
 /* ---- Layout: chunk -> bytes for one message size --------------------------------------- */
 /* Message size semantics (what min/max_message_size and the registry compare against):
  *   allreduce, broadcast, reduce, alltoall, sendrecv, test, custom: count * element size

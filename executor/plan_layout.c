@@ -21,6 +21,12 @@ int pcl_plan_operand_is_packet(const pcl_plan_op_t *op, int dst, int i) {
   return first != PCL_OPPKT_NONE && i >= first;
 }
 
+int pcl_plan_chan_index(const pcl_plan_channel_t *ch, int i) {
+  int k = 0;
+  for (int j = 0; j < i; j++) k += ch[j].peer == ch[i].peer;
+  return k;
+}
+
 int pcl_plan_buffer_bytes(const pcl_plan_t *plan, uint64_t msg, uint64_t *in, uint64_t *out) {
   uint64_t n = (uint64_t)plan->n_gpus;
   switch (plan->collective) {

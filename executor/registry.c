@@ -218,6 +218,36 @@ uint64_t pcl_registry_max_scratch_bytes(const pcl_registry_t *r, int world, int 
   return m;
 }
 
+uint64_t pcl_registry_plans_hash(const pcl_registry_t *r, int world, int rpn) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (int i = 0; r && i < r->n_plans; i++) {
+    const pcl_plan_t *p = r->plans[i];
+    if (p->n_gpus != world || p->nranks_per_node != rpn) continue;
+    uint64_t v[5] = {(uint64_t)p->collective, p->min_message_size, p->max_message_size,
+                     (uint64_t)(int64_t)p->priority, (uint64_t)p->inplace};
+    for (const char *s = p->name; s && *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    for (int k = 0; k < 5; k++) h = (h ^ v[k]) * 1099511628211ull;
+  }
+  return h;
+}
+
+int pcl_registry_max_channels_per_peer(const pcl_registry_t *r, int world, int rpn, int type,
+                                       int floor) {
+  int most = floor;
+  for (int i = 0; r && i < r->n_plans; i++) {
+    const pcl_plan_t *p = r->plans[i];
+    if (p->n_gpus != world || p->nranks_per_node != rpn) continue;
+    for (int g = 0; g < p->n_gpus; g++) {
+      const pcl_plan_gpu_t *gpu = &p->gpus[g];
+      for (int a = 0; a < gpu->n_channels[type]; a++) {
+        int k = pcl_plan_chan_index(gpu->channels[type], a) + 1;
+        if (k > most) most = k;
+      }
+    }
+  }
+  return most;
+}
+
 int pcl_registry_count(const pcl_registry_t *r) { return r ? r->n_plans : 0; }
 
 const pcl_plan_t *pcl_registry_plan(const pcl_registry_t *r, int i) {

@@ -40,6 +40,17 @@ uint64_t pcl_registry_max_scratch_bytes(const pcl_registry_t *reg, int world_siz
                                         int nranks_per_node, uint64_t max_bytes);
 
 /* Iteration over the loaded (valid) plans, in selection order. */
+/* A hash of the plans selectable for (world_size, ranks_per_node): names, collectives, size
+ * ranges, priorities, placement. Ranks compare it before running plans: all must select from
+ * the same set. */
+uint64_t pcl_registry_plans_hash(const pcl_registry_t *reg, int world_size, int ranks_per_node);
+
+/* The most channels of `type` (pcl_plan_chan_t) that any plan selectable for (world_size,
+ * ranks_per_node) opens from one rank to one peer, at least `floor`: the transport channels a
+ * communicator creates per peer. */
+int pcl_registry_max_channels_per_peer(const pcl_registry_t *reg, int world_size,
+                                       int ranks_per_node, int type, int floor);
+
 int pcl_registry_count(const pcl_registry_t *reg);
 const pcl_plan_t *pcl_registry_plan(const pcl_registry_t *reg, int i);
 

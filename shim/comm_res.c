@@ -25,42 +25,6 @@ struct agree {
   int32_t pad;
 };
 
-/* Hash of the plans usable for (world, rpn): every rank must select from the same set. */
-static uint64_t plans_hash(const pcl_registry_t *reg, int world, int rpn) {
-  uint64_t h = 1469598103934665603ull;
-  for (int i = 0; i < pcl_registry_count(reg); i++) {
-    const pcl_plan_t *p = pcl_registry_plan(reg, i);
-    if (p->n_gpus != world || p->nranks_per_node != rpn) continue;
-    uint64_t v[5] = {(uint64_t)p->collective, p->min_message_size, p->max_message_size,
-                     (uint64_t)(int64_t)p->priority, (uint64_t)p->inplace};
-    for (const char *s = p->name; s && *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    for (int k = 0; k < 5; k++) h = (h ^ v[k]) * 1099511628211ull;
-  }
-  return h;
-}
-
-/* Most memory channels any plan for (world, rpn) opens from one rank to one peer. */
-/* The most channels of `type` any selectable plan opens from one rank to one peer (at least
- * `floor`). */
-static int max_channels_per_peer(const pcl_registry_t *reg, int world, int rpn, int type,
-                                 int floor) {
-  int most = floor;
-  for (int i = 0; i < pcl_registry_count(reg); i++) {
-    const pcl_plan_t *p = pcl_registry_plan(reg, i);
-    if (p->n_gpus != world || p->nranks_per_node != rpn) continue;
-    for (int g = 0; g < p->n_gpus; g++) {
-      const pcl_plan_gpu_t *gpu = &p->gpus[g];
-      const pcl_plan_channel_t *ch = gpu->channels[type];
-      for (int a = 0; a < gpu->n_channels[type]; a++) {
-        int k = 0;
-        for (int b = 0; b < gpu->n_channels[type]; b++) k += ch[b].peer == ch[a].peer;
-        if (k > most) most = k;
-      }
-    }
-  }
-  return most;
-}
-
 /* One agreement round: 1 when every rank reported ok with the same plans hash. */
 static ncclResult_t agree_all(pcl_bootstrap_t *boot, int ok, uint64_t hash, int *all_ok,
                               int *same_plans) {
@@ -113,16 +77,117 @@ void pcl_comm_res_destroy(struct pcl_comm_pcl *p, int abort) {
 
 #define WHY(...) snprintf(why, whylen, __VA_ARGS__)
 
+/* Phase 1, from the shared topology and the registry only, so every rank reaches the same
+ * verdict without talking: can this communicator run plans at all? 0 = yes, with the scratch
+ * bytes its plans need. */
+static int check_eligible(struct pcl_comm_pcl *p, uint64_t *need, char *why, size_t whylen) {
+  if (pcl_topo_nnodes(p->topo) != 1) {
+    WHY("ranks on %d hosts (multi-node plans are not run yet)", pcl_topo_nnodes(p->topo));
+    return -1;
+  }
+  for (int a = 0; a < p->nranks; a++)
+    for (int b = 0; b < p->nranks; b++)
+      if (a != b && !pcl_topo_peer_access(p->topo, a, b)) {
+        WHY("no peer access from rank %d's GPU to rank %d's", a, b);
+        return -1;
+      }
+  *need = pcl_registry_max_scratch_bytes(p->reg, p->nranks, p->ranks_per_node, UINT64_MAX);
+  if (*need == 0) {
+    WHY("no plans for %d ranks with %d per node", p->nranks, p->ranks_per_node);
+    return -1;
+  }
+  return 0;
+}
+
+/* Phase 2: the scratch buffer, the one step that may fail on one rank only, then agreement on
+ * it and on the plan set. 1 = every rank has its scratch and the same plans. */
+static ncclResult_t alloc_scratch(struct pcl_comm_pcl *p, uint64_t need, int *go, char *why,
+                                  size_t whylen) {
+  uint64_t scratch = pcl_param_scratch_bytes() > 0 ? (uint64_t)pcl_param_scratch_bytes() : need;
+  uint64_t hash = pcl_registry_plans_hash(p->reg, p->nranks, p->ranks_per_node);
+  int all_ok = 0, same = 0;
+  scratch = (scratch + 4095) & ~(uint64_t)4095;
+  int ok = pcl_mem_alloc(p->cuda_dev, scratch, PCL_MEM_ALLOC_AUTO, &p->scratch) == ncclSuccess;
+  PCL_CHECK(agree_all(p->boot, ok, hash, &all_ok, &same));
+  *go = 0;
+  if (!same)
+    WHY("ranks loaded different plans (check PLANCCL_PLAN_DIR on every rank)");
+  else if (!all_ok)
+    WHY("%s", ok ? "a peer could not allocate its scratch buffer"
+                 : "could not allocate the scratch buffer");
+  else
+    *go = 1;
+  if (*go) p->scratch_bytes = p->scratch->bytes;
+  return ncclSuccess;
+}
+
+/* Phase 3: memory channels to every peer, and port channels (a proxy thread) when some
+ * selectable plan uses them. Both are collective and agree on their own (all ranks succeed or
+ * all fail), so a failure here is the same on every rank. 0 = done. */
+static int create_channels(struct pcl_comm_pcl *p, int *nmem, char *why, size_t whylen) {
+  pcl_memchan_config_t mcfg;
+  memset(&mcfg, 0, sizeof(mcfg));
+  mcfg.cuda_dev = p->cuda_dev;
+  mcfg.nchannels = pcl_registry_max_channels_per_peer(p->reg, p->nranks, p->ranks_per_node,
+                                                      PCL_PLAN_CHAN_MEMORY, 1);
+  mcfg.scratch = p->scratch->ptr;
+  mcfg.scratch_bytes = p->scratch_bytes;
+  *nmem = mcfg.nchannels;
+  if (pcl_memchan_create(p->boot, &mcfg, &p->memchan) != ncclSuccess) {
+    p->memchan = NULL;
+    WHY("memory channels could not be set up");
+    return -1;
+  }
+  int nport = pcl_registry_max_channels_per_peer(p->reg, p->nranks, p->ranks_per_node,
+                                                 PCL_PLAN_CHAN_PORT, 0);
+  if (nport > PCL_PORTCHAN_MAX_CHANNELS) {
+    WHY("plans open %d port channels to one peer (at most %d)", nport, PCL_PORTCHAN_MAX_CHANNELS);
+    return -1;
+  }
+  if (nport == 0) return 0;
+  /* One host with peer access everywhere (check_eligible): the copy engine to every peer. */
+  pcl_portchan_config_t pcfg = {.cuda_dev = p->cuda_dev, .bus_id = NULL, .nchannels = nport,
+                                .kind = NULL, .memchan = p->memchan, .scratch = p->scratch->ptr,
+                                .scratch_bytes = p->scratch_bytes};
+  const pcl_topo_rank_t *me = pcl_topo_rank_info(p->topo, p->rank);
+  if (me != NULL) pcfg.bus_id = me->bus_id;
+  if (pcl_portchan_create(p->boot, &pcfg, &p->portchan) != ncclSuccess) {
+    p->portchan = NULL;
+    WHY("port channels could not be set up");
+    return -1;
+  }
+  return 0;
+}
+
+/* Phase 4: the executor context (it loads every kernel variant on this device before any can
+ * spin), then agreement on it. */
+static ncclResult_t create_executor(struct pcl_comm_pcl *p, int *go, char *why, size_t whylen) {
+  pcl_exec_config_t ecfg = {.cuda_dev = p->cuda_dev, .rank = p->rank, .nranks = p->nranks,
+                            .memchan = p->memchan, .portchan = p->portchan,
+                            .scratch = p->scratch->ptr, .scratch_bytes = p->scratch_bytes,
+                            .timeout_s = pcl_param_timeout_s(),
+                            .dev_ranks = pcl_topo_max_ranks_per_gpu(p->topo)};
+  int all_ok = 0, same = 0;
+  int ok = pcl_exec_ctx_create(&ecfg, &p->exec) == ncclSuccess;
+  if (!ok) p->exec = NULL;
+  PCL_CHECK(agree_all(p->boot, ok, 0, &all_ok, &same));
+  *go = all_ok;
+  if (!all_ok)
+    WHY("%s", ok ? "a peer could not create its executor" : "could not create the executor");
+  return ncclSuccess;
+}
+
 ncclResult_t pcl_comm_res_create(pcl_bootstrap_t *boot, int cuda_dev, struct pcl_comm_pcl **out,
                                  char *why, size_t whylen) {
   ncclResult_t res = ncclSuccess;
   struct pcl_comm_pcl *p = NULL;
-  int all_ok = 0, same = 0;
+  uint64_t need = 0;
+  int go = 0, nmem = 0;
   *out = NULL;
   why[0] = '\0';
   if (PCL_CALLOC(p, 1, "planccl comm part") == NULL) {
-    /* Nobody else knows: still take part in nothing and let the peers time out? No: destroy
-     * the bootstrap, whose closed sockets make the peers' next step fail quickly. */
+    /* Nobody else knows: destroy the bootstrap, whose closed sockets make the peers' next step
+     * fail quickly instead of waiting for us. */
     pcl_bootstrap_destroy(boot);
     WHY("out of memory");
     return ncclSuccess;
@@ -133,107 +198,25 @@ ncclResult_t pcl_comm_res_create(pcl_bootstrap_t *boot, int cuda_dev, struct pcl
   p->nranks = pcl_bootstrap_nranks(boot);
   p->reg = pcl_shim_registry();
   fill_caps(&p->caps);
-
   /* Topology: collective, identical picture on every rank. */
-  res = pcl_topo_create(boot, cuda_dev, &p->topo);
-  if (res != ncclSuccess) {
+  if (pcl_topo_create(boot, cuda_dev, &p->topo) != ncclSuccess) {
     WHY("topology discovery failed");
     goto passthrough;
   }
   p->ranks_per_node = pcl_topo_ranks_per_node(p->topo);
   p->local_rank = pcl_topo_local_rank(p->topo, p->rank);
-  /* Everything below up to the first agreement is computed from the shared topology and the
-   * registry, so every rank reaches the same verdict. */
-  if (pcl_topo_nnodes(p->topo) != 1) {
-    WHY("ranks on %d hosts (multi-node plans are not run yet)", pcl_topo_nnodes(p->topo));
-    goto passthrough;
-  }
-  for (int a = 0; a < p->nranks; a++)
-    for (int b = 0; b < p->nranks; b++)
-      if (a != b && !pcl_topo_peer_access(p->topo, a, b)) {
-        WHY("no peer access from rank %d's GPU to rank %d's", a, b);
-        goto passthrough;
-      }
-  uint64_t need = pcl_registry_max_scratch_bytes(p->reg, p->nranks, p->ranks_per_node, UINT64_MAX);
-  uint64_t hash = plans_hash(p->reg, p->nranks, p->ranks_per_node);
-  if (need == 0) {
-    WHY("no plans for %d ranks with %d per node", p->nranks, p->ranks_per_node);
-    goto passthrough;
-  }
-  uint64_t scratch = pcl_param_scratch_bytes() > 0 ? (uint64_t)pcl_param_scratch_bytes() : need;
-  scratch = (scratch + 4095) & ~(uint64_t)4095;
-
-  /* Local steps that may fail on one rank only: scratch allocation. Then agree. */
-  int ok = pcl_mem_alloc(cuda_dev, scratch, PCL_MEM_ALLOC_AUTO, &p->scratch) == ncclSuccess;
-  PCL_CHECK_GOTO(agree_all(boot, ok, hash, &all_ok, &same), res, fail_comm);
-  if (!same) {
-    WHY("ranks loaded different plans (check PLANCCL_PLAN_DIR on every rank)");
-    goto passthrough;
-  }
-  if (!all_ok) {
-    WHY("%s", ok ? "a peer could not allocate its scratch buffer"
-                 : "could not allocate the scratch buffer");
-    goto passthrough;
-  }
-  p->scratch_bytes = p->scratch->bytes;
-
-  /* Memory channels to every peer: collective, agrees on its own (all succeed or all fail). */
-  pcl_memchan_config_t mcfg;
-  memset(&mcfg, 0, sizeof(mcfg));
-  mcfg.cuda_dev = cuda_dev;
-  mcfg.nchannels = max_channels_per_peer(p->reg, p->nranks, p->ranks_per_node,
-                                         PCL_PLAN_CHAN_MEMORY, 1);
-  mcfg.scratch = p->scratch->ptr;
-  mcfg.scratch_bytes = p->scratch_bytes;
-  if (pcl_memchan_create(boot, &mcfg, &p->memchan) != ncclSuccess) {
-    p->memchan = NULL;
-    WHY("memory channels could not be set up");
-    goto passthrough;
-  }
-
-  /* Port channels (a proxy thread) only when some selectable plan uses them; collective and
-   * agreeing on its own like the memory channels. */
-  int nport = max_channels_per_peer(p->reg, p->nranks, p->ranks_per_node, PCL_PLAN_CHAN_PORT, 0);
-  if (nport > PCL_PORTCHAN_MAX_CHANNELS) {
-    WHY("plans open %d port channels to one peer (at most %d)", nport, PCL_PORTCHAN_MAX_CHANNELS);
-    goto passthrough;
-  }
-  if (nport > 0) {
-    /* One host with peer access everywhere (checked above): the copy engine to every peer. */
-    pcl_portchan_config_t pcfg = {.cuda_dev = cuda_dev, .bus_id = NULL, .nchannels = nport,
-                                  .kind = NULL, .memchan = p->memchan,
-                                  .scratch = p->scratch->ptr, .scratch_bytes = p->scratch_bytes};
-    const pcl_topo_rank_t *me = pcl_topo_rank_info(p->topo, p->rank);
-    if (me != NULL) pcfg.bus_id = me->bus_id;
-    res = pcl_portchan_create(boot, &pcfg, &p->portchan);
-    if (res != ncclSuccess) {
-      p->portchan = NULL;
-      res = ncclSuccess;
-      WHY("port channels could not be set up");
-      goto passthrough;
-    }
-  }
-
-  /* Executor context (loads every kernel variant on this device before any can spin). */
-  pcl_exec_config_t ecfg = {.cuda_dev = cuda_dev, .rank = p->rank, .nranks = p->nranks,
-                            .memchan = p->memchan, .portchan = p->portchan,
-                            .scratch = p->scratch->ptr,
-                            .scratch_bytes = p->scratch_bytes,
-                            .timeout_s = pcl_param_timeout_s(),
-                            .dev_ranks = pcl_topo_max_ranks_per_gpu(p->topo)};
-  ok = pcl_exec_ctx_create(&ecfg, &p->exec) == ncclSuccess;
-  if (!ok) p->exec = NULL;
-  PCL_CHECK_GOTO(agree_all(boot, ok, hash, &all_ok, &same), res, fail_comm);
-  if (!all_ok) {
-    WHY("%s", ok ? "a peer could not create its executor" : "could not create the executor");
-    goto passthrough;
-  }
-  size_t chan_bytes = 2 * (size_t)p->nranks * (size_t)mcfg.nchannels * 8;
-  PCL_INFO(PCL_LOG_INIT | PCL_LOG_SHIM, "rank %d/%d dev %d: planccl ready (%d ranks per node): "
-           "GPU memory %.2f MiB (scratch %.2f MiB, channels %zu B x %d per peer, executor state)",
+  if (check_eligible(p, &need, why, whylen) != 0) goto passthrough;
+  PCL_CHECK_GOTO(alloc_scratch(p, need, &go, why, whylen), res, fail_comm);
+  if (!go || create_channels(p, &nmem, why, whylen) != 0) goto passthrough;
+  PCL_CHECK_GOTO(create_executor(p, &go, why, whylen), res, fail_comm);
+  if (!go) goto passthrough;
+  size_t chan_bytes = 2 * (size_t)p->nranks * (size_t)nmem * 8;
+  PCL_INFO(PCL_LOG_INIT | PCL_LOG_SHIM,
+           "rank %d/%d dev %d: planccl ready (%d ranks per node): GPU memory %.2f MiB (scratch "
+           "%.2f MiB, channels %zu B x %d per peer, executor state)",
            p->rank, p->nranks, cuda_dev, p->ranks_per_node,
            (double)(p->scratch_bytes + chan_bytes) / 1048576.0,
-           (double)p->scratch_bytes / 1048576.0, chan_bytes, mcfg.nchannels);
+           (double)p->scratch_bytes / 1048576.0, chan_bytes, nmem);
   *out = p;
   return ncclSuccess;
 

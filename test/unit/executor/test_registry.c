@@ -201,6 +201,37 @@ START_TEST(test_max_scratch) {
 }
 END_TEST
 
+/* What a communicator asks the registry before creating transports: the channels per peer and
+ * the hash ranks compare to agree on one plan set. */
+START_TEST(test_channels_and_hash) {
+  load_template();
+  char d1[256], d2[256], d3[256];
+  make_dir(d1, sizeof(d1), "h1");
+  make_dir(d2, sizeof(d2), "h2");
+  make_dir(d3, sizeof(d3), "h3");
+  write_plan(d1, "a.json", "a", 1, 0, 4096, NULL);
+  write_plan(d2, "a.json", "a", 1, 0, 4096, NULL);
+  write_plan(d3, "a.json", "a", 1, 0, 4096, "\"priority\": 5,\n");
+  const char *dirs1[] = {d1}, *dirs2[] = {d2}, *dirs3[] = {d3};
+  pcl_registry_t *r1 = create(dirs1, 1), *r2 = create(dirs2, 1), *r3 = create(dirs3, 1);
+  /* ar2_ll: one memory channel from each rank to its peer, no port channel. */
+  ck_assert_int_eq(pcl_registry_max_channels_per_peer(r1, 2, 2, PCL_PLAN_CHAN_MEMORY, 1), 1);
+  ck_assert_int_eq(pcl_registry_max_channels_per_peer(r1, 2, 2, PCL_PLAN_CHAN_MEMORY, 3), 3);
+  ck_assert_int_eq(pcl_registry_max_channels_per_peer(r1, 2, 2, PCL_PLAN_CHAN_PORT, 0), 0);
+  ck_assert_int_eq(pcl_registry_max_channels_per_peer(r1, 4, 4, PCL_PLAN_CHAN_MEMORY, 1), 1);
+  uint64_t h1 = pcl_registry_plans_hash(r1, 2, 2);
+  ck_assert_uint_eq(h1, pcl_registry_plans_hash(r2, 2, 2));
+  ck_assert_uint_ne(h1, pcl_registry_plans_hash(r3, 2, 2)); /* another priority */
+  ck_assert_uint_ne(h1, pcl_registry_plans_hash(r1, 4, 4)); /* no plan for 4 ranks */
+  ck_assert_uint_eq(pcl_registry_plans_hash(r1, 4, 4), pcl_registry_plans_hash(r3, 4, 4));
+  pcl_registry_destroy(r1);
+  pcl_registry_destroy(r2);
+  pcl_registry_destroy(r3);
+  free(template_text);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 START_TEST(test_test_data_tree) {
   char d[1024];
   const char *dirs[] = {plan_path(d, sizeof(d), "")};
@@ -231,6 +262,7 @@ int main(void) {
   tcase_add_test(tc, test_inplace_rules);
   tcase_add_test(tc, test_dir_order_recursion_refusals);
   tcase_add_test(tc, test_max_scratch);
+  tcase_add_test(tc, test_channels_and_hash);
   tcase_add_test(tc, test_test_data_tree);
   suite_add_tcase(s, tc);
   return pcl_test_run_suite(s);
