@@ -28,6 +28,9 @@ count() {
 (cd build && ctest --output-on-failure -j "$(nproc)") 2>&1 | tee build/ctest.log || status=1
 count build/ctest.log
 
+pcl_log "house rules (clang-format, private headers)"
+if scripts/check_rules.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
+
 if [ "${PCL_SKIP_SANITIZE:-0}" != 1 ]; then
   pcl_log "AddressSanitizer + UBSan build of the unit tests"
   mkdir -p build-asan

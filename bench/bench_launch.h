@@ -23,8 +23,8 @@ typedef enum {
 
 /* Per thread (CUfunction handles belong to the current device's context). */
 typedef struct {
-  void *cu_launch;                       /* cuLaunchKernel; NULL: driver variants unavailable */
-  void *fn[PCL_BENCH_LAUNCH_COUNT];      /* CUfunction / CUkernel per variant, NULL for runtime */
+  void *cu_launch;                  /* cuLaunchKernel; NULL: driver variants unavailable */
+  void *fn[PCL_BENCH_LAUNCH_COUNT]; /* CUfunction / CUkernel per variant, NULL for runtime */
 } pcl_bench_launcher_t;
 
 /* Resolves the driver entry point and the handles on the current device. Returns 0, or -1 when

@@ -14,9 +14,9 @@ __global__ void pcl_bench_empty_kernel(void) {}
  * sizeof(pcl_kblock_t) bytes of dynamic shared memory; this kernel has both and does nothing. */
 __global__ void pcl_bench_abi_kernel(pcl_kargs_t a) {}
 
-typedef CUresult (*cu_launch_fn_t)(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                                   unsigned bx, unsigned by, unsigned bz, unsigned smem,
-                                   CUstream stream, void **params, void **extra);
+typedef CUresult (*cu_launch_fn_t)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                   unsigned by, unsigned bz, unsigned smem, CUstream stream,
+                                   void **params, void **extra);
 
 static int is_abi(int v) {
   return v == PCL_BENCH_ABI_RT || v == PCL_BENCH_ABI_CU_KERNEL;
@@ -76,12 +76,18 @@ extern "C" int pcl_bench_launch(const pcl_bench_launcher_t *l, int v, cudaStream
 
 extern "C" const char *pcl_bench_launch_name(int v) {
   switch (v) {
-  case PCL_BENCH_EMPTY_RT: return "empty kernel, cudaLaunchKernel";
-  case PCL_BENCH_EMPTY_CU_FUNC: return "empty kernel, cuLaunchKernel(CUfunction)";
-  case PCL_BENCH_EMPTY_CU_KERNEL: return "empty kernel, cuLaunchKernel(CUkernel)";
-  case PCL_BENCH_ABI_RT: return "interpreter-shaped kernel, cudaLaunchKernel";
-  case PCL_BENCH_ABI_CU_KERNEL: return "interpreter-shaped kernel, cuLaunchKernel(CUkernel)";
-  default: return "?";
+  case PCL_BENCH_EMPTY_RT:
+    return "empty kernel, cudaLaunchKernel";
+  case PCL_BENCH_EMPTY_CU_FUNC:
+    return "empty kernel, cuLaunchKernel(CUfunction)";
+  case PCL_BENCH_EMPTY_CU_KERNEL:
+    return "empty kernel, cuLaunchKernel(CUkernel)";
+  case PCL_BENCH_ABI_RT:
+    return "interpreter-shaped kernel, cudaLaunchKernel";
+  case PCL_BENCH_ABI_CU_KERNEL:
+    return "interpreter-shaped kernel, cuLaunchKernel(CUkernel)";
+  default:
+    return "?";
   }
 }
 

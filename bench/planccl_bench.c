@@ -103,7 +103,8 @@ enum { HOST_N = 4096 };
     for (int i_ = 0; i_ < HOST_N; i_++) {                                                          \
       if (i_ % 256 == 0) {                                                                         \
         CUDA_OK(cudaStreamSynchronize(s));                                                         \
-        if (barrier) pthread_barrier_wait((w)->bar);                                               \
+        if (barrier)                                                                               \
+          pthread_barrier_wait((w)->bar);                                                          \
       }                                                                                            \
       double a_ = now_us();                                                                        \
       stmt;                                                                                        \
@@ -142,16 +143,20 @@ static int load_lib(lib_t *l) {
 /* Element counts: allreduce count = bytes/4; allgather/reducescatter count is per rank. */
 static size_t elems(const opts_t *o, size_t bytes) {
   size_t n = bytes / sizeof(float);
-  if (o->coll != COLL_ALLREDUCE) n /= (size_t)o->ngpus;
+  if (o->coll != COLL_ALLREDUCE)
+    n /= (size_t)o->ngpus;
   return n;
 }
 
 static ncclResult_t issue(worker_t *w, ncclComm_t comm, float *in, float *out, size_t count,
                           cudaStream_t s) {
   switch (w->o->coll) {
-  case COLL_ALLREDUCE: return w->lib->all_reduce(in, out, count, ncclFloat, ncclSum, comm, s);
-  case COLL_ALLGATHER: return w->lib->all_gather(in, out, count, ncclFloat, comm, s);
-  default: return w->lib->reduce_scatter(in, out, count, ncclFloat, ncclSum, comm, s);
+  case COLL_ALLREDUCE:
+    return w->lib->all_reduce(in, out, count, ncclFloat, ncclSum, comm, s);
+  case COLL_ALLGATHER:
+    return w->lib->all_gather(in, out, count, ncclFloat, comm, s);
+  default:
+    return w->lib->reduce_scatter(in, out, count, ncclFloat, ncclSum, comm, s);
   }
 }
 
@@ -180,7 +185,8 @@ static int check_output(worker_t *w, const float *out_host, size_t count) {
       size_t gi = (size_t)w->rank * count + i;
       expect = (float)(n * (n + 1) / 2) + (float)n * (float)(gi % 7);
     }
-    if (out_host[i] != expect) wrong++;
+    if (out_host[i] != expect)
+      wrong++;
   }
   return wrong;
 }
@@ -200,7 +206,8 @@ static void *worker(void *arg) {
   CUDA_OK(cudaMalloc((void **)&out, max_out));
   CUDA_OK(cudaMallocHost((void **)&host, max_out));
   size_t in_elems = (max_bytes + 64) / sizeof(float);
-  for (size_t i = 0; i < in_elems; i++) host[i] = (float)(w->rank + 1) + (float)(i % 7);
+  for (size_t i = 0; i < in_elems; i++)
+    host[i] = (float)(w->rank + 1) + (float)(i % 7);
   CUDA_OK(cudaMemcpy(in, host, in_elems * sizeof(float), cudaMemcpyHostToDevice));
   cudaEvent_t e0, e1;
   CUDA_OK(cudaEventCreate(&e0));
@@ -208,21 +215,25 @@ static void *worker(void *arg) {
 
   for (int si = 0; si < o->nsizes; si++) {
     size_t count = elems(o, o->sizes[si]);
-    if (count == 0) continue;
+    if (count == 0)
+      continue;
     size_t out_count = o->coll == COLL_ALLGATHER ? count * (size_t)o->ngpus : count;
     const float *src = in;
-    if (o->coll == COLL_REDUCESCATTER) src = in; /* send holds ngpus*count elements */
+    if (o->coll == COLL_REDUCESCATTER)
+      src = in; /* send holds ngpus*count elements */
     /* Correctness once per size, then warm-up. */
     CUDA_OK(cudaMemset(out, 0, out_count * sizeof(float)));
     NCCL_OK(issue(w, comm, (float *)src, out, count, s));
     CUDA_OK(cudaStreamSynchronize(s));
     CUDA_OK(cudaMemcpy(host, out, out_count * sizeof(float), cudaMemcpyDeviceToHost));
     int wrong = check_output(w, host, count);
-    for (int i = 0; i < o->warmup; i++) NCCL_OK(issue(w, comm, (float *)src, out, count, s));
+    for (int i = 0; i < o->warmup; i++)
+      NCCL_OK(issue(w, comm, (float *)src, out, count, s));
     CUDA_OK(cudaStreamSynchronize(s));
     pthread_barrier_wait(w->bar);
     CUDA_OK(cudaEventRecord(e0, s));
-    for (int i = 0; i < o->iters; i++) NCCL_OK(issue(w, comm, (float *)src, out, count, s));
+    for (int i = 0; i < o->iters; i++)
+      NCCL_OK(issue(w, comm, (float *)src, out, count, s));
     CUDA_OK(cudaEventRecord(e1, s));
     CUDA_OK(cudaEventSynchronize(e1));
     float ms = 0;
@@ -235,14 +246,16 @@ static void *worker(void *arg) {
       cudaGraphExec_t ge;
       pthread_barrier_wait(w->bar);
       CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-      for (int i = 0; i < o->graph_iters; i++) NCCL_OK(issue(w, comm, (float *)src, out, count, s));
+      for (int i = 0; i < o->graph_iters; i++)
+        NCCL_OK(issue(w, comm, (float *)src, out, count, s));
       CUDA_OK(cudaStreamEndCapture(s, &g));
       CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
       CUDA_OK(cudaGraphLaunch(ge, s));
       CUDA_OK(cudaStreamSynchronize(s));
       pthread_barrier_wait(w->bar);
       CUDA_OK(cudaEventRecord(e0, s));
-      for (int i = 0; i < o->graph_launches; i++) CUDA_OK(cudaGraphLaunch(ge, s));
+      for (int i = 0; i < o->graph_launches; i++)
+        CUDA_OK(cudaGraphLaunch(ge, s));
       CUDA_OK(cudaEventRecord(e1, s));
       CUDA_OK(cudaEventSynchronize(e1));
       CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
@@ -264,19 +277,23 @@ static void *worker(void *arg) {
   if (o->hostpath) {
     /* Host cost of one call: API entry to return, smallest size, stream drained every 256. */
     size_t count = elems(o, o->sizes[0]);
-    if (count == 0) count = 1;
+    if (count == 0)
+      count = 1;
     HOST_TIMES(w, host_median_us, host_p99_us, 1, NCCL_OK(issue(w, comm, in, out, count, s)));
     /* The floors under any library's host path: bare CUDA launches on the same stream. */
     HOST_TIMES(w, launch_median_us, launch_p99_us, 0, CUDA_OK(cudaMemsetAsync(out, 0, 16, s)));
     pcl_bench_launcher_t lch;
     (void)pcl_bench_launcher_init(&lch);
     for (int v = 0; v < PCL_BENCH_LAUNCH_COUNT; v++) {
-      if (w->rank == 0) w->res->floor_median_us[v] = w->res->floor_p99_us[v] = -1;
-      if (!pcl_bench_launch_available(&lch, v)) continue;
+      if (w->rank == 0)
+        w->res->floor_median_us[v] = w->res->floor_p99_us[v] = -1;
+      if (!pcl_bench_launch_available(&lch, v))
+        continue;
       HOST_TIMES(w, floor_median_us[v], floor_p99_us[v], 0,
                  LAUNCH_OK(pcl_bench_launch(&lch, v, s)));
     }
-    if (w->rank == 0) w->res->kernel_median_us = w->res->floor_median_us[PCL_BENCH_EMPTY_RT];
+    if (w->rank == 0)
+      w->res->kernel_median_us = w->res->floor_median_us[PCL_BENCH_EMPTY_RT];
   }
   pthread_barrier_wait(w->bar);
   cudaEventDestroy(e0);
@@ -321,7 +338,8 @@ static const char *path_coll[] = {"AllReduce", "AllGather", "ReduceScatter"};
 /* Asks planccl (through its environment, read once at its first use) to log the path of each
  * (collective, size class) to a file of ours; left alone when the user set PLANCCL_DEBUG. */
 static void path_log_setup(void) {
-  if (getenv("PLANCCL_DEBUG") != NULL) return;
+  if (getenv("PLANCCL_DEBUG") != NULL)
+    return;
   snprintf(path_log, sizeof(path_log), "/tmp/planccl-bench-paths-%d.log", (int)getpid());
   setenv("PLANCCL_DEBUG", "INFO", 1);
   setenv("PLANCCL_DEBUG_SUBSYS", "COLL", 1);
@@ -336,20 +354,21 @@ static void path_of(coll_t coll, size_t bytes, char *out, size_t len) {
   snprintf(want, sizeof(want), "pcl_path coll=%s bytes=%zu ", path_coll[coll], bytes);
   while (f && fgets(line, sizeof(line), f)) {
     const char *p = strstr(line, want), *q = p ? strstr(p, " path=") : NULL;
-    if (q == NULL) continue;
+    if (q == NULL)
+      continue;
     q += 6;
     size_t n = strcspn(q, " \n");
     snprintf(out, len, "%.*s", (int)n, q);
     break;
   }
-  if (f) fclose(f);
+  if (f)
+    fclose(f);
 }
 
 /* The breakdown under the host path: one line per launch floor (best run, rank 0), then each
  * library's call above planccl's own launch (the interpreter-shaped driver launch). Every line
  * starts with "# host path" so the scripts that grep the host-path line keep all of them. */
-static void print_floors(const lib_t *libs, int nlibs, const result_t *res,
-                         const result_t *f) {
+static void print_floors(const lib_t *libs, int nlibs, const result_t *res, const result_t *f) {
   printf("# host path breakdown: median and p99 of %d calls each, 1 block of 32 threads, "
          "interpreter-shaped = %u B of kernel parameters and %u B of dynamic shared memory\n",
          HOST_N, pcl_bench_abi_param_bytes(), pcl_bench_abi_smem_bytes());
@@ -364,49 +383,71 @@ static void print_floors(const lib_t *libs, int nlibs, const result_t *res,
              f->floor_median_us[v], f->floor_p99_us[v]);
   }
   double own = f->floor_median_us[PCL_BENCH_ABI_CU_KERNEL];
-  if (own <= 0) own = f->floor_median_us[PCL_BENCH_ABI_RT];
+  if (own <= 0)
+    own = f->floor_median_us[PCL_BENCH_ABI_RT];
   for (int l = 0; l < nlibs; l++)
     if (libs[l].label)
       printf("# host path call: %-52s median %7.3f us, p99 %7.3f us; %+.3f us above the "
-             "interpreter-shaped launch\n", libs[l].label, res[l].host_median_us,
-             res[l].host_p99_us, res[l].host_median_us - own);
+             "interpreter-shaped launch\n",
+             libs[l].label, res[l].host_median_us, res[l].host_p99_us, res[l].host_median_us - own);
 }
 
 static void usage(void) {
-  fprintf(stderr,
-          "usage: planccl-bench --lib LABEL=PATH [--lib LABEL=PATH ...] [options]\n"
-          "  --coll allreduce|allgather|reducescatter   (default allreduce)\n"
-          "  -b BYTES -e BYTES -f FACTOR                size sweep (default 1K..256M x4)\n"
-          "  -n ITERS -w WARMUP                         eager iterations (default 50, 10)\n"
-          "  -G ITERS                                   calls per CUDA graph (0 = no graphs; default 20)\n"
-          "  -g NGPUS                                   GPUs, one thread each (default 2)\n"
-          "  --hostpath                                 also measure the host path of one call and\n"
-          "                                             the launch floors under it (one line each)\n"
-          "  --repeat R                                 runs per library, order alternating, best kept (2)\n"
-          "Sizes are total bytes of the largest buffer, as in nccl-tests; data type float, op sum.\n");
+  fprintf(
+      stderr,
+      "usage: planccl-bench --lib LABEL=PATH [--lib LABEL=PATH ...] [options]\n"
+      "  --coll allreduce|allgather|reducescatter   (default allreduce)\n"
+      "  -b BYTES -e BYTES -f FACTOR                size sweep (default 1K..256M x4)\n"
+      "  -n ITERS -w WARMUP                         eager iterations (default 50, 10)\n"
+      "  -G ITERS                                   calls per CUDA graph (0 = no graphs; default "
+      "20)\n"
+      "  -g NGPUS                                   GPUs, one thread each (default 2)\n"
+      "  --hostpath                                 also measure the host path of one call and\n"
+      "                                             the launch floors under it (one line each)\n"
+      "  --repeat R                                 runs per library, order alternating, best kept "
+      "(2)\n"
+      "Sizes are total bytes of the largest buffer, as in nccl-tests; data type float, op sum.\n");
 }
 
 static size_t parse_bytes(const char *s) {
   char *end;
   double v = strtod(s, &end);
   switch (*end) {
-  case 'K': case 'k': v *= 1024; break;
-  case 'M': case 'm': v *= 1024 * 1024; break;
-  case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-  default: break;
+  case 'K':
+  case 'k':
+    v *= 1024;
+    break;
+  case 'M':
+  case 'm':
+    v *= 1024 * 1024;
+    break;
+  case 'G':
+  case 'g':
+    v *= 1024.0 * 1024 * 1024;
+    break;
+  default:
+    break;
   }
   return (size_t)v;
 }
 
 static void fmt_size(size_t b, char *buf, size_t n) {
-  if (b >= (1u << 30) && b % (1u << 30) == 0) snprintf(buf, n, "%zuG", b >> 30);
-  else if (b >= (1u << 20) && b % (1u << 20) == 0) snprintf(buf, n, "%zuM", b >> 20);
-  else if (b >= 1024 && b % 1024 == 0) snprintf(buf, n, "%zuK", b >> 10);
-  else snprintf(buf, n, "%zu", b);
+  if (b >= (1u << 30) && b % (1u << 30) == 0)
+    snprintf(buf, n, "%zuG", b >> 30);
+  else if (b >= (1u << 20) && b % (1u << 20) == 0)
+    snprintf(buf, n, "%zuM", b >> 20);
+  else if (b >= 1024 && b % 1024 == 0)
+    snprintf(buf, n, "%zuK", b >> 10);
+  else
+    snprintf(buf, n, "%zu", b);
 }
 
 int main(int argc, char **argv) {
-  opts_t o = {.ngpus = 2, .iters = 50, .warmup = 10, .graph_iters = 20, .graph_launches = 10,
+  opts_t o = {.ngpus = 2,
+              .iters = 50,
+              .warmup = 10,
+              .graph_iters = 20,
+              .graph_launches = 10,
               .coll = COLL_ALLREDUCE};
   lib_t libs[MAX_LIBS];
   int nlibs = 0;
@@ -418,28 +459,49 @@ int main(int argc, char **argv) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--lib") && v && nlibs < MAX_LIBS) {
       char *eq = strchr(argv[++i], '=');
-      if (!eq) { usage(); return 2; }
+      if (!eq) {
+        usage();
+        return 2;
+      }
       *eq = '\0';
       libs[nlibs++] = (lib_t){.label = argv[i], .path = eq + 1};
     } else if (!strcmp(a, "--coll") && v) {
       i++;
-      if (!strcmp(v, "allreduce")) o.coll = COLL_ALLREDUCE;
-      else if (!strcmp(v, "allgather")) o.coll = COLL_ALLGATHER;
-      else if (!strcmp(v, "reducescatter")) o.coll = COLL_REDUCESCATTER;
-      else { usage(); return 2; }
-    } else if (!strcmp(a, "-b") && v) { minb = parse_bytes(argv[++i]); }
-    else if (!strcmp(a, "-e") && v) { maxb = parse_bytes(argv[++i]); }
-    else if (!strcmp(a, "-f") && v) { factor = atof(argv[++i]); }
-    else if (!strcmp(a, "-n") && v) { o.iters = atoi(argv[++i]); }
-    else if (!strcmp(a, "-w") && v) { o.warmup = atoi(argv[++i]); }
-    else if (!strcmp(a, "-G") && v) { o.graph_iters = atoi(argv[++i]); }
-    else if (!strcmp(a, "-g") && v) { o.ngpus = atoi(argv[++i]); }
-    else if (!strcmp(a, "--hostpath")) { o.hostpath = 1; }
-    else if (!strcmp(a, "--repeat") && v) { repeat = atoi(argv[++i]); }
-    else { usage(); return 2; }
+      if (!strcmp(v, "allreduce"))
+        o.coll = COLL_ALLREDUCE;
+      else if (!strcmp(v, "allgather"))
+        o.coll = COLL_ALLGATHER;
+      else if (!strcmp(v, "reducescatter"))
+        o.coll = COLL_REDUCESCATTER;
+      else {
+        usage();
+        return 2;
+      }
+    } else if (!strcmp(a, "-b") && v) {
+      minb = parse_bytes(argv[++i]);
+    } else if (!strcmp(a, "-e") && v) {
+      maxb = parse_bytes(argv[++i]);
+    } else if (!strcmp(a, "-f") && v) {
+      factor = atof(argv[++i]);
+    } else if (!strcmp(a, "-n") && v) {
+      o.iters = atoi(argv[++i]);
+    } else if (!strcmp(a, "-w") && v) {
+      o.warmup = atoi(argv[++i]);
+    } else if (!strcmp(a, "-G") && v) {
+      o.graph_iters = atoi(argv[++i]);
+    } else if (!strcmp(a, "-g") && v) {
+      o.ngpus = atoi(argv[++i]);
+    } else if (!strcmp(a, "--hostpath")) {
+      o.hostpath = 1;
+    } else if (!strcmp(a, "--repeat") && v) {
+      repeat = atoi(argv[++i]);
+    } else {
+      usage();
+      return 2;
+    }
   }
-  if (nlibs == 0 || factor <= 1 || minb == 0 || maxb < minb || o.iters < 1 || o.ngpus < 1 || repeat < 1 ||
-      o.ngpus > MAX_GPUS) {
+  if (nlibs == 0 || factor <= 1 || minb == 0 || maxb < minb || o.iters < 1 || o.ngpus < 1 ||
+      repeat < 1 || o.ngpus > MAX_GPUS) {
     usage();
     return 2;
   }
@@ -465,7 +527,8 @@ int main(int argc, char **argv) {
   for (int rep = 0; rep < repeat; rep++) {
     for (int k = 0; k < nlibs; k++) {
       int l = rep % 2 ? nlibs - 1 - k : k;
-      if (!libs[l].label) continue;
+      if (!libs[l].label)
+        continue;
       if (run_lib(&o, &libs[l], &one) != 0) {
         fprintf(stderr, "planccl-bench: %s failed\n", libs[l].label);
         rc = 1;
@@ -474,7 +537,8 @@ int main(int argc, char **argv) {
       }
       result_t *r = &res[l];
       for (int si = 0; si < o.nsizes; si++) {
-        if (rep == 0 || one.eager_us[si] < r->eager_us[si]) r->eager_us[si] = one.eager_us[si];
+        if (rep == 0 || one.eager_us[si] < r->eager_us[si])
+          r->eager_us[si] = one.eager_us[si];
         if (rep == 0 || (one.graph_us[si] >= 0 && one.graph_us[si] < r->graph_us[si]))
           r->graph_us[si] = one.graph_us[si];
         r->wrong[si] += one.wrong[si];
@@ -492,7 +556,8 @@ int main(int argc, char **argv) {
           floors.launch_p99_us = one.launch_p99_us;
         }
         for (int v = 0; v < PCL_BENCH_LAUNCH_COUNT; v++) {
-          if (one.floor_median_us[v] < 0) continue;
+          if (one.floor_median_us[v] < 0)
+            continue;
           double best = floors.floor_median_us[v];
           if (best <= 0 || one.floor_median_us[v] < best) {
             floors.floor_median_us[v] = one.floor_median_us[v];
@@ -504,27 +569,38 @@ int main(int argc, char **argv) {
   }
 
   printf("\n# %s, float sum, %d GPUs (one thread each); time per call in us; graph: %d calls "
-         "per graph\n", coll_names[o.coll], o.ngpus, o.graph_iters);
+         "per graph\n",
+         coll_names[o.coll], o.ngpus, o.graph_iters);
   printf("%10s", "bytes");
-  for (int l = 0; l < nlibs; l++) if (libs[l].label) printf(" %12s-eager", libs[l].label);
-  for (int l = 0; l < nlibs; l++) if (libs[l].label) printf(" %12s-graph", libs[l].label);
+  for (int l = 0; l < nlibs; l++)
+    if (libs[l].label)
+      printf(" %12s-eager", libs[l].label);
+  for (int l = 0; l < nlibs; l++)
+    if (libs[l].label)
+      printf(" %12s-graph", libs[l].label);
   printf("  wrong  path\n");
   for (int si = 0; si < o.nsizes; si++) {
     char sz[32];
     fmt_size(o.sizes[si], sz, sizeof(sz));
     printf("%10s", sz);
     int wrong = 0;
-    for (int l = 0; l < nlibs; l++) if (libs[l].label) printf(" %18.2f", res[l].eager_us[si]);
+    for (int l = 0; l < nlibs; l++)
+      if (libs[l].label)
+        printf(" %18.2f", res[l].eager_us[si]);
     for (int l = 0; l < nlibs; l++) {
-      if (!libs[l].label) continue;
-      if (res[l].graph_us[si] < 0) printf(" %18s", "-");
-      else printf(" %18.2f", res[l].graph_us[si]);
+      if (!libs[l].label)
+        continue;
+      if (res[l].graph_us[si] < 0)
+        printf(" %18s", "-");
+      else
+        printf(" %18.2f", res[l].graph_us[si]);
       wrong += res[l].wrong[si];
     }
     char path[128];
     path_of(o.coll, o.sizes[si], path, sizeof(path));
     printf("  %5d  %s\n", wrong, path);
-    if (wrong) rc = 1;
+    if (wrong)
+      rc = 1;
   }
   if (o.hostpath) {
     char path[128];
@@ -538,6 +614,7 @@ int main(int argc, char **argv) {
     print_floors(libs, nlibs, res, &floors);
   }
   printf("# path: what planccl ran for that size (plan:NAME = its own kernel, nccl = forwarded)\n");
-  if (path_log[0]) unlink(path_log);
+  if (path_log[0])
+    unlink(path_log);
   return rc;
 }

@@ -56,7 +56,8 @@ static const struct {
 };
 
 uint32_t pcl_log_parse_subsys(const char *value) {
-  if (value == NULL || value[0] == '\0') return PCL_LOG_ALL;
+  if (value == NULL || value[0] == '\0')
+    return PCL_LOG_ALL;
   int invert = 0;
   if (value[0] == '^') {
     invert = 1;
@@ -67,9 +68,11 @@ uint32_t pcl_log_parse_subsys(const char *value) {
   snprintf(buf, sizeof(buf), "%s", value);
   char *save = NULL;
   for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    while (*tok == ' ') tok++;
+    while (*tok == ' ')
+      tok++;
     for (size_t i = 0; i < sizeof(subsys_names) / sizeof(subsys_names[0]); i++)
-      if (strcasecmp(tok, subsys_names[i].name) == 0) mask |= subsys_names[i].bit;
+      if (strcasecmp(tok, subsys_names[i].name) == 0)
+        mask |= subsys_names[i].bit;
   }
   return invert ? ~mask : mask;
 }
@@ -90,7 +93,8 @@ static FILE *open_log_file(const char *pattern) {
   }
   path[o] = '\0';
   FILE *f = fopen(path, "a");
-  if (f) setvbuf(f, NULL, _IOLBF, 0);
+  if (f)
+    setvbuf(f, NULL, _IOLBF, 0);
   return f;
 }
 
@@ -99,35 +103,47 @@ static const char *init_locked(void) {
   const char *bad = NULL;
   gethostname(hostname, sizeof(hostname) - 1);
   char *dot = strchr(hostname, '.');
-  if (dot) *dot = '\0';
+  if (dot)
+    *dot = '\0';
   clock_gettime(CLOCK_MONOTONIC, &start_time);
   const char *lv = pcl_param_debug();
   int l = PCL_LOG_WARN;
   if (lv) {
-    if (strcasecmp(lv, "NONE") == 0) l = PCL_LOG_NONE;
-    else if (strcasecmp(lv, "WARN") == 0 || strcasecmp(lv, "VERSION") == 0) l = PCL_LOG_WARN;
-    else if (strcasecmp(lv, "INFO") == 0) l = PCL_LOG_INFO;
-    else if (strcasecmp(lv, "TRACE") == 0) l = PCL_LOG_TRACE;
-    else bad = lv;
+    if (strcasecmp(lv, "NONE") == 0)
+      l = PCL_LOG_NONE;
+    else if (strcasecmp(lv, "WARN") == 0 || strcasecmp(lv, "VERSION") == 0)
+      l = PCL_LOG_WARN;
+    else if (strcasecmp(lv, "INFO") == 0)
+      l = PCL_LOG_INFO;
+    else if (strcasecmp(lv, "TRACE") == 0)
+      l = PCL_LOG_TRACE;
+    else
+      bad = lv;
   }
   atomic_store(&subsys_mask, pcl_log_parse_subsys(pcl_param_debug_subsys()));
   const char *file = pcl_param_debug_file();
   out_file = NULL;
-  if (file) out_file = open_log_file(file);
-  if (out_file == NULL) out_file = stderr;
+  if (file)
+    out_file = open_log_file(file);
+  if (out_file == NULL)
+    out_file = stderr;
   atomic_store_explicit(&level, l, memory_order_release);
   return bad;
 }
 
 static void ensure_init(void) {
-  if (atomic_load_explicit(&level, memory_order_acquire) >= 0) return;
+  if (atomic_load_explicit(&level, memory_order_acquire) >= 0)
+    return;
   pthread_mutex_lock(&lock);
   const char *bad = NULL;
-  if (atomic_load_explicit(&level, memory_order_relaxed) < 0) bad = init_locked();
+  if (atomic_load_explicit(&level, memory_order_relaxed) < 0)
+    bad = init_locked();
   pthread_mutex_unlock(&lock);
   if (bad)
-    PCL_WARN(PCL_LOG_ENV, "invalid value '%s' for PLANCCL_DEBUG (expected NONE, WARN, INFO or "
-                          "TRACE); using default WARN", bad);
+    PCL_WARN(PCL_LOG_ENV,
+             "invalid value '%s' for PLANCCL_DEBUG (expected NONE, WARN, INFO or "
+             "TRACE); using default WARN",
+             bad);
 }
 
 int pcl_log_enabled(pcl_log_level_t lvl, uint32_t subsys) {
@@ -161,11 +177,14 @@ void pcl_log(pcl_log_level_t lvl, uint32_t subsys, const char *file, int line, c
     snprintf(last_error, sizeof(last_error), "%s", msg);
     pthread_mutex_unlock(&lock);
   }
-  if (!pcl_log_enabled(lvl, lvl == PCL_LOG_WARN ? PCL_LOG_ALL : subsys)) return;
+  if (!pcl_log_enabled(lvl, lvl == PCL_LOG_WARN ? PCL_LOG_ALL : subsys))
+    return;
 
   char who[32];
-  if (thread_rank >= 0) snprintf(who, sizeof(who), "%d/%d", thread_rank, thread_dev);
-  else snprintf(who, sizeof(who), "%d", thread_dev);
+  if (thread_rank >= 0)
+    snprintf(who, sizeof(who), "%d/%d", thread_rank, thread_dev);
+  else
+    snprintf(who, sizeof(who), "%d", thread_dev);
   const char *base = strrchr(file, '/');
   base = base ? base + 1 : file;
   char buf[LINE_MAX_BYTES + 256];
@@ -197,7 +216,8 @@ void pcl_log(pcl_log_level_t lvl, uint32_t subsys, const char *file, int line, c
 
 void pcl_log_reset(void) {
   pthread_mutex_lock(&lock);
-  if (out_file && out_file != stderr) fclose(out_file);
+  if (out_file && out_file != stderr)
+    fclose(out_file);
   out_file = NULL;
   last_error[0] = '\0';
   atomic_store_explicit(&level, -1, memory_order_release);

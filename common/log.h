@@ -14,20 +14,20 @@ typedef enum {
 } pcl_log_level_t;
 
 /* Subsystem bits; PCL_LOG_ALL is used where a message belongs to no one subsystem. */
-#define PCL_LOG_INIT  (1u << 0)
-#define PCL_LOG_BOOT  (1u << 1)
-#define PCL_LOG_TOPO  (1u << 2)
-#define PCL_LOG_IPC   (1u << 3)
-#define PCL_LOG_PORT  (1u << 4)
-#define PCL_LOG_NET   (1u << 5)
-#define PCL_LOG_IB    (1u << 6)
-#define PCL_LOG_PLAN  (1u << 7)
-#define PCL_LOG_SIM   (1u << 8)
-#define PCL_LOG_EXEC  (1u << 9)
-#define PCL_LOG_SHIM  (1u << 10)
-#define PCL_LOG_ENV   (1u << 11)
-#define PCL_LOG_COLL  (1u << 12)
-#define PCL_LOG_ALL   (~0u)
+#define PCL_LOG_INIT (1u << 0)
+#define PCL_LOG_BOOT (1u << 1)
+#define PCL_LOG_TOPO (1u << 2)
+#define PCL_LOG_IPC (1u << 3)
+#define PCL_LOG_PORT (1u << 4)
+#define PCL_LOG_NET (1u << 5)
+#define PCL_LOG_IB (1u << 6)
+#define PCL_LOG_PLAN (1u << 7)
+#define PCL_LOG_SIM (1u << 8)
+#define PCL_LOG_EXEC (1u << 9)
+#define PCL_LOG_SHIM (1u << 10)
+#define PCL_LOG_ENV (1u << 11)
+#define PCL_LOG_COLL (1u << 12)
+#define PCL_LOG_ALL (~0u)
 
 void pcl_log(pcl_log_level_t level, uint32_t subsys, const char *file, int line, const char *fmt,
              ...) __attribute__((format(printf, 5, 6)));

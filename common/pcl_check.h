@@ -13,7 +13,7 @@
 #define PCL_CHECK(call)                                                                            \
   do {                                                                                             \
     ncclResult_t pcl_res_ = (call);                                                                \
-    if (pcl_res_ != ncclSuccess && pcl_res_ != ncclInProgress) {                                  \
+    if (pcl_res_ != ncclSuccess && pcl_res_ != ncclInProgress) {                                   \
       PCL_INFO(PCL_LOG_ALL, "%s:%d -> %d", __FILE__, __LINE__, (int)pcl_res_);                     \
       return pcl_res_;                                                                             \
     }                                                                                              \
@@ -31,7 +31,7 @@
 #define PCL_CHECK_GOTO(call, res, label)                                                           \
   do {                                                                                             \
     (res) = (call);                                                                                \
-    if ((res) != ncclSuccess && (res) != ncclInProgress) {                                        \
+    if ((res) != ncclSuccess && (res) != ncclInProgress) {                                         \
       PCL_INFO(PCL_LOG_ALL, "%s:%d -> %d", __FILE__, __LINE__, (int)(res));                        \
       goto label;                                                                                  \
     }                                                                                              \

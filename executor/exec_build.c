@@ -15,7 +15,9 @@ static const int8_t kop_of[PCL_PLAN_OP_COUNT] = {
 #undef PCL_OP
 };
 
-int pcl_exec_kop_of(int t) { return (unsigned)t < PCL_PLAN_OP_COUNT ? kop_of[t] : -1; }
+int pcl_exec_kop_of(int t) {
+  return (unsigned)t < PCL_PLAN_OP_COUNT ? kop_of[t] : -1;
+}
 
 /* Byte range of a ref: chunk math, then the op's thread-block-group slice. */
 static void ref_range(const pcl_plan_layout_t *l, const pcl_plan_op_t *op, const pcl_plan_ref_t *r,

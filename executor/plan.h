@@ -10,21 +10,23 @@
 #include <nccl.h>
 
 /* ---- Limits (checked by the validator; they mirror the kernel's device structs) ------------ */
-#define PCL_PLAN_MAX_GPUS 1024            /* len(gpus) */
-#define PCL_PLAN_MAX_BLOCKS 132           /* blocks per rank: one per SM, grid barriers need co-residency */
-#define PCL_PLAN_MAX_OPS_PER_BLOCK 64     /* flattened: a pipeline op and each of its inner ops count 1 */
-#define PCL_PLAN_MAX_BLOCK_CHANNELS 16    /* per channel type (memory, port, switch) per block */
-#define PCL_PLAN_MAX_BLOCK_RBUFS 16       /* remote-buffer slots per access type per block */
-#define PCL_PLAN_MAX_OP_CHANNELS 8        /* channel_ids per op */
-#define PCL_PLAN_MAX_OP_LOCAL_BUFS 2      /* nominal local refs per side (MSCCL++'s split; only
-                                             the total PCL_PLAN_MAX_OP_BUFS is enforced, since
-                                             reduce-packet ops read 1 + (n-1) local slots) */
-#define PCL_PLAN_MAX_OP_REMOTE_BUFS 8     /* remote (or switch) buffer refs per op side */
+#define PCL_PLAN_MAX_GPUS 1024  /* len(gpus) */
+#define PCL_PLAN_MAX_BLOCKS 132 /* blocks per rank: one per SM, grid barriers need co-residency */
+#define PCL_PLAN_MAX_OPS_PER_BLOCK                                                                 \
+  64 /* flattened: a pipeline op and each of its inner ops count 1 */
+#define PCL_PLAN_MAX_BLOCK_CHANNELS 16 /* per channel type (memory, port, switch) per block */
+#define PCL_PLAN_MAX_BLOCK_RBUFS 16    /* remote-buffer slots per access type per block */
+#define PCL_PLAN_MAX_OP_CHANNELS 8     /* channel_ids per op */
+#define PCL_PLAN_MAX_OP_LOCAL_BUFS                                                                 \
+  2                                   /* nominal local refs per side (MSCCL++'s split; only        \
+                                         the total PCL_PLAN_MAX_OP_BUFS is enforced, since         \
+                                         reduce-packet ops read 1 + (n-1) local slots) */
+#define PCL_PLAN_MAX_OP_REMOTE_BUFS 8 /* remote (or switch) buffer refs per op side */
 #define PCL_PLAN_MAX_OP_BUFS (PCL_PLAN_MAX_OP_LOCAL_BUFS + PCL_PLAN_MAX_OP_REMOTE_BUFS)
-#define PCL_PLAN_MAX_BARRIERS 16          /* barrier_id in [0, 16) */
-#define PCL_PLAN_MAX_OP_SEMS 16           /* semaphore_ids per op */
-#define PCL_PLAN_MAX_SEMAPHORES 256       /* semaphores per gpu */
-#define PCL_PLAN_MAX_THREADS 1024         /* num_threads_per_block */
+#define PCL_PLAN_MAX_BARRIERS 16             /* barrier_id in [0, 16) */
+#define PCL_PLAN_MAX_OP_SEMS 16              /* semaphore_ids per op */
+#define PCL_PLAN_MAX_SEMAPHORES 256          /* semaphores per gpu */
+#define PCL_PLAN_MAX_THREADS 1024            /* num_threads_per_block */
 #define PCL_PLAN_MAX_BUF_BYTES 0xffffffffull /* device offsets are uint32: < 4 GiB per buffer */
 
 /* ---- Enumerations ---------------------------------------------------------------------- */
@@ -33,7 +35,7 @@ typedef enum {
   PCL_PLAN_COLL_ALLGATHER,
   PCL_PLAN_COLL_REDUCESCATTER,
   PCL_PLAN_COLL_BROADCAST,
-  PCL_PLAN_COLL_REDUCE,       /* planccl: "reduce" (MSCCL++ has no such collective string) */
+  PCL_PLAN_COLL_REDUCE, /* planccl: "reduce" (MSCCL++ has no such collective string) */
   PCL_PLAN_COLL_ALLTOALL,
   PCL_PLAN_COLL_SENDRECV,
   PCL_PLAN_COLL_TEST,
@@ -94,11 +96,11 @@ typedef enum {
 #define PCL_OPPKT_NONE 255 /* no packet operand on this side */
 #define PCL_OPPKT_PORT 254 /* every operand of this side, on a port channel only */
 typedef struct {
-  const char *name; /* JSON name */
-  uint8_t flags;    /* PCL_OPF_* */
-  uint8_t chans;    /* channel kinds the op needs (PCL_OPCH_*), 0: it needs none */
-  uint8_t ids;      /* pcl_plan_opids_t */
-  uint8_t src_pkt, dst_pkt;          /* first packet operand per side, or PCL_OPPKT_* */
+  const char *name;         /* JSON name */
+  uint8_t flags;            /* PCL_OPF_* */
+  uint8_t chans;            /* channel kinds the op needs (PCL_OPCH_*), 0: it needs none */
+  uint8_t ids;              /* pcl_plan_opids_t */
+  uint8_t src_pkt, dst_pkt; /* first packet operand per side, or PCL_OPPKT_* */
   int16_t src_min, src_max, dst_min, dst_max; /* entry counts; PCL_OPN_SRC allowed */
 } pcl_plan_opinfo_t;
 extern const pcl_plan_opinfo_t pcl_plan_ops[PCL_PLAN_OP_COUNT];
@@ -124,16 +126,16 @@ typedef enum {
 } pcl_plan_ref_kind_t;
 
 typedef struct {
-  uint8_t kind;    /* pcl_plan_ref_kind_t */
-  uint8_t type;    /* pcl_plan_buf_t of the addressed buffer (remote: the remote buffer's type,
-                      switch: the switch channel's buffer type), resolved at load */
-  uint16_t slot;   /* REMOTE: the block-local remote-buffer slot ("buffer_id") within the block's
-                      refs of the op's channel type; SWITCH: block-local switch channel slot;
-                      LOCAL: 0 */
-  int32_t rbuf;    /* REMOTE: resolved gpu-level remote_buffers index; else -1 */
-  int32_t rank;    /* owner rank of the addressed buffer (LOCAL: this gpu's rank; SWITCH: -1) */
-  uint32_t index;  /* first chunk */
-  uint32_t size;   /* number of chunks (index + size <= the buffer's chunk count) */
+  uint8_t kind;   /* pcl_plan_ref_kind_t */
+  uint8_t type;   /* pcl_plan_buf_t of the addressed buffer (remote: the remote buffer's type,
+                     switch: the switch channel's buffer type), resolved at load */
+  uint16_t slot;  /* REMOTE: the block-local remote-buffer slot ("buffer_id") within the block's
+                     refs of the op's channel type; SWITCH: block-local switch channel slot;
+                     LOCAL: 0 */
+  int32_t rbuf;   /* REMOTE: resolved gpu-level remote_buffers index; else -1 */
+  int32_t rank;   /* owner rank of the addressed buffer (LOCAL: this gpu's rank; SWITCH: -1) */
+  uint32_t index; /* first chunk */
+  uint32_t size;  /* number of chunks (index + size <= the buffer's chunk count) */
 } pcl_plan_ref_t;
 
 typedef struct pcl_plan_op {
@@ -148,9 +150,9 @@ typedef struct pcl_plan_op {
   int16_t gpu_channels[PCL_PLAN_MAX_OP_CHANNELS]; /* resolved gpu-level channel index (per type) */
   pcl_plan_ref_t src[PCL_PLAN_MAX_OP_BUFS];
   pcl_plan_ref_t dst[PCL_PLAN_MAX_OP_BUFS];
-  uint16_t tbg_id, tbg_size; /* thread-block-group slice: default 0 / 1 */
-  int16_t barrier_id;        /* BARRIER: [0, PCL_PLAN_MAX_BARRIERS); else -1 */
-  uint16_t num_threadblocks; /* BARRIER: blocks taking part */
+  uint16_t tbg_id, tbg_size;              /* thread-block-group slice: default 0 / 1 */
+  int16_t barrier_id;                     /* BARRIER: [0, PCL_PLAN_MAX_BARRIERS); else -1 */
+  uint16_t num_threadblocks;              /* BARRIER: blocks taking part */
   uint16_t sem_ids[PCL_PLAN_MAX_OP_SEMS]; /* SEM_*: gpu-level semaphore indices */
   /* PIPELINE only: the next n_inner ops of the block's flat array are its body. Iterations for
    * one size: ceil(num_chunks * chunk_bytes / unit_size) (pcl_plan_pipeline_iters). */
@@ -162,8 +164,8 @@ typedef struct pcl_plan_op {
 } pcl_plan_op_t;
 
 typedef struct {
-  int id;                /* == index == blockIdx.x */
-  int n_ops;             /* flat count (pipelines + their inner ops) */
+  int id;    /* == index == blockIdx.x */
+  int n_ops; /* flat count (pipelines + their inner ops) */
   pcl_plan_op_t *ops;
   /* Local channel slot -> gpu-level channel index, per channel type. */
   int n_channels[PCL_PLAN_CHAN_COUNT];
@@ -187,51 +189,51 @@ typedef struct {
   uint8_t buffer_type; /* pcl_plan_buf_t */
   int n_ranks;
   int32_t *ranks;
-  uint32_t size;       /* rank group "size" (chunks) */
+  uint32_t size; /* rank group "size" (chunks) */
 } pcl_plan_switch_t;
 
 typedef struct {
-  int32_t rank;        /* owner */
-  uint8_t type;        /* pcl_plan_buf_t of the owner's buffer */
-  uint8_t access;      /* bit mask: 1u << PCL_PLAN_CHAN_MEMORY | 1u << PCL_PLAN_CHAN_PORT */
+  int32_t rank;   /* owner */
+  uint8_t type;   /* pcl_plan_buf_t of the owner's buffer */
+  uint8_t access; /* bit mask: 1u << PCL_PLAN_CHAN_MEMORY | 1u << PCL_PLAN_CHAN_PORT */
 } pcl_plan_rbuf_t;
 
 typedef struct {
-  int id; /* == rank */
+  int id;                              /* == rank */
   uint32_t chunks[PCL_PLAN_BUF_COUNT]; /* input_chunks, output_chunks, scratch_chunks */
   int n_channels[2];                   /* memory, port */
   pcl_plan_channel_t *channels[2];     /* [PCL_PLAN_CHAN_MEMORY], [PCL_PLAN_CHAN_PORT] */
   int n_switch;
   pcl_plan_switch_t *switches;
   int n_rbufs;
-  pcl_plan_rbuf_t *rbufs;              /* remote_buffers */
+  pcl_plan_rbuf_t *rbufs; /* remote_buffers */
   int n_sems;
-  uint32_t *sem_init;                  /* semaphores[].init_value */
+  uint32_t *sem_init; /* semaphores[].init_value */
   int n_blocks;
-  pcl_plan_block_t *blocks;            /* threadblocks, index == id */
+  pcl_plan_block_t *blocks; /* threadblocks, index == id */
 } pcl_plan_gpu_t;
 
 typedef struct pcl_plan {
-  char *name;           /* "name" */
-  char *path;           /* the file (or buffer name) it was loaded from */
+  char *name; /* "name" */
+  char *path; /* the file (or buffer name) it was loaded from */
   pcl_plan_coll_t collective;
   pcl_plan_proto_t protocol;
   int inplace;
-  int outofplace_ok;    /* planccl extension "outofplace_ok" (default false): an in-place plan
-                           that also runs correctly on separate buffers */
-  int reuse_resources;  /* parsed; planccl sizes scratch per plan either way (a hint only) */
-  int num_threads_per_block;    /* default 1024 */
+  int outofplace_ok;         /* planccl extension "outofplace_ok" (default false): an in-place plan
+                                that also runs correctly on separate buffers */
+  int reuse_resources;       /* parsed; planccl sizes scratch per plan either way (a hint only) */
+  int num_threads_per_block; /* default 1024 */
   int use_double_scratch_buffer;
-  uint32_t buffer_alignment;    /* default 16, power of two, >= 4 */
-  uint64_t min_message_size;    /* inclusive, default 0 */
-  uint64_t max_message_size;    /* inclusive, default UINT64_MAX */
-  int nranks_per_node;  /* extension; absent: inferred from the memory channels at validation */
+  uint32_t buffer_alignment; /* default 16, power of two, >= 4 */
+  uint64_t min_message_size; /* inclusive, default 0 */
+  uint64_t max_message_size; /* inclusive, default UINT64_MAX */
+  int nranks_per_node; /* extension; absent: inferred from the memory channels at validation */
   int nranks_per_node_given; /* the plan's JSON names it */
-  int priority;         /* extension, default 0 */
+  int priority;              /* extension, default 0 */
   int n_gpus;
-  pcl_plan_gpu_t *gpus; /* index == rank */
-  int max_blocks;       /* max over gpus of n_blocks: the grid size */
-  int legacy_names;     /* 1 when v0.7 op/channel names were seen and mapped */
+  pcl_plan_gpu_t *gpus;        /* index == rank */
+  int max_blocks;              /* max over gpus of n_blocks: the grid size */
+  int legacy_names;            /* 1 when v0.7 op/channel names were seen and mapped */
   uint32_t max_scratch_chunks; /* max over gpus of scratch_chunks (scratch sizing) */
   uint32_t reduce_ops_mask;    /* bit r set when some reduce op names reduce_op r (avg excluded) */
 } pcl_plan_t;
@@ -249,18 +251,18 @@ typedef struct pcl_plan {
 ncclResult_t pcl_plan_load(const char *path, pcl_plan_t **out, char *err, size_t errlen);
 
 /* Same from memory; `name` stands in for the file name in messages and in plan->path. */
-ncclResult_t pcl_plan_load_buffer(const char *name, const char *json, size_t len,
-                                  pcl_plan_t **out, char *err, size_t errlen);
+ncclResult_t pcl_plan_load_buffer(const char *name, const char *json, size_t len, pcl_plan_t **out,
+                                  char *err, size_t errlen);
 
 /* Frees everything the plan owns; NULL is fine. */
 void pcl_plan_destroy(pcl_plan_t *plan);
 
 /* ---- Names ------------------------------------------------------------------------------ */
-const char *pcl_plan_coll_name(pcl_plan_coll_t c);       /* "allreduce", ... */
-int pcl_plan_coll_from_name(const char *s);              /* -1 when unknown */
-const char *pcl_plan_op_name(pcl_plan_op_type_t t);      /* current mnemonic: "ppkt", ... */
-const char *pcl_plan_chan_name(int chan_type);           /* "memory", "port", "switch", "none" */
-const char *pcl_plan_buf_name(int buf_type);             /* "i", "o", "s" */
+const char *pcl_plan_coll_name(pcl_plan_coll_t c);  /* "allreduce", ... */
+int pcl_plan_coll_from_name(const char *s);         /* -1 when unknown */
+const char *pcl_plan_op_name(pcl_plan_op_type_t t); /* current mnemonic: "ppkt", ... */
+const char *pcl_plan_chan_name(int chan_type);      /* "memory", "port", "switch", "none" */
+const char *pcl_plan_buf_name(int buf_type);        /* "i", "o", "s" */
 
 /* Is operand i of src_buff (dst = 0) or dst_buff (dst = 1) a packet range? From the op table;
  * the simulator and the program builder both ask here. */
@@ -284,10 +286,10 @@ int pcl_plan_chan_index(const pcl_plan_channel_t *ch, int i);
  * (the first `remainder` slices one unit longer): pcl_plan_tbg_slice. */
 typedef struct {
   int rank;
-  uint64_t in_bytes, out_bytes;  /* bytes the plan addresses in the user's buffers */
-  uint64_t chunk_bytes;          /* one chunk, every buffer */
+  uint64_t in_bytes, out_bytes;           /* bytes the plan addresses in the user's buffers */
+  uint64_t chunk_bytes;                   /* one chunk, every buffer */
   uint64_t buf_bytes[PCL_PLAN_BUF_COUNT]; /* chunks[t] * chunk_bytes (scratch: payload only) */
-  uint32_t align;                /* buffer_alignment */
+  uint32_t align;                         /* buffer_alignment */
   /* Scratch sizing. Offsets returned by pcl_plan_chunk_offset for the scratch are PAYLOAD
    * offsets; packet ops (LL) address scratch at 2x the payload offset (LL8 and LL16 both carry
    * 50% payload) — the kernel/simulator does that multiplication, not this layout.

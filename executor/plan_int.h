@@ -11,10 +11,10 @@
 #define PCL_PLAN_PATH_MAX 256
 
 typedef struct {
-  const char *file;  /* name used in messages */
-  char *err;         /* caller's buffer (may be NULL) */
+  const char *file; /* name used in messages */
+  char *err;        /* caller's buffer (may be NULL) */
   size_t errlen;
-  int failed;        /* set by the first error; later errors are ignored */
+  int failed;                   /* set by the first error; later errors are ignored */
   char path[PCL_PLAN_PATH_MAX]; /* current JSON path, e.g. "gpus[1].threadblocks[0]" */
   size_t path_len;
 } pcl_plan_ctx_t;
@@ -42,8 +42,8 @@ int pcl_plan_name_is_legacy(const char *s);
 ncclResult_t pcl_plan_validate(pcl_plan_t *plan, pcl_plan_ctx_t *c);
 
 /* Op classification used by the validator and the layout helpers. */
-int pcl_plan_op_is_packet(int op_type);  /* uses packets in scratch (needs LL) */
-int pcl_plan_op_is_reduce(int op_type);  /* carries a reduction */
+int pcl_plan_op_is_packet(int op_type); /* uses packets in scratch (needs LL) */
+int pcl_plan_op_is_reduce(int op_type); /* carries a reduction */
 int pcl_plan_op_is_nvls(int op_type);
 
 /* plan_nodes.c: infers nranks_per_node when the plan omits it, and refuses a memory channel

@@ -55,12 +55,15 @@ static int scan_legacy(yajl_val root) {
 static ncclResult_t conv_header(pcl_plan_ctx_t *c, yajl_val root, pcl_plan_t *p) {
   const char *s;
   PCL_TRY(pcl_json_str(c, root, "name", 1, &s));
-  if (s[0] == '\0') return pcl_plan_fail(c, "name", "empty plan name");
+  if (s[0] == '\0')
+    return pcl_plan_fail(c, "name", "empty plan name");
   p->name = pcl_strdup(s, "plan name");
-  if (p->name == NULL) return ncclSystemError;
+  if (p->name == NULL)
+    return ncclSystemError;
   PCL_TRY(pcl_json_str(c, root, "collective", 1, &s));
   int coll = pcl_plan_coll_from_name(s);
-  if (coll < 0) return pcl_plan_fail(c, "collective", "unknown collective '%s'", s);
+  if (coll < 0)
+    return pcl_plan_fail(c, "collective", "unknown collective '%s'", s);
   p->collective = (pcl_plan_coll_t)coll;
   PCL_TRY(pcl_json_str(c, root, "protocol", 1, &s));
   if (strcmp(s, "LL") == 0)
@@ -108,7 +111,8 @@ static ncclResult_t conv_limits(pcl_plan_ctx_t *c, yajl_val root, pcl_plan_t *p)
 static ncclResult_t conv_gpus(pcl_plan_ctx_t *c, yajl_val root, pcl_plan_t *p) {
   yajl_val gpus;
   PCL_TRY(pcl_json_array(c, root, "gpus", 1, PCL_PLAN_MAX_GPUS, "gpus", &gpus));
-  if (gpus->u.array.len == 0) return pcl_plan_fail(c, "gpus", "a plan needs at least one gpu");
+  if (gpus->u.array.len == 0)
+    return pcl_plan_fail(c, "gpus", "a plan needs at least one gpu");
   p->n_gpus = (int)gpus->u.array.len;
   p->nranks_per_node_given = pcl_json_get(root, "nranks_per_node") != NULL;
   PCL_TRY(pcl_json_int(c, root, "nranks_per_node", 0, p->n_gpus, 1, PCL_PLAN_MAX_GPUS,
@@ -120,7 +124,8 @@ static ncclResult_t conv_gpus(pcl_plan_ctx_t *c, yajl_val root, pcl_plan_t *p) {
     return pcl_plan_fail(c, "nranks_per_node", "%d gpus do not split into nodes of %d", p->n_gpus,
                          p->nranks_per_node);
   PCL_CALLOC(p->gpus, p->n_gpus, "plan gpus");
-  if (p->gpus == NULL) return ncclSystemError;
+  if (p->gpus == NULL)
+    return ncclSystemError;
   pcl_plan_conv_t v = {.c = c, .plan = p, .legacy = scan_legacy(root)};
   p->legacy_names = v.legacy;
   size_t p0 = pcl_plan_path_key(c, "gpus");
@@ -133,7 +138,8 @@ static ncclResult_t conv_gpus(pcl_plan_ctx_t *c, yajl_val root, pcl_plan_t *p) {
     for (int b = 0; b < v.gpu->n_blocks; b++)
       for (int i = 0; i < v.gpu->blocks[b].n_ops; i++) {
         int ro = v.gpu->blocks[b].ops[i].reduce_op;
-        if (ro != PCL_PLAN_RED_NONE && ro != PCL_PLAN_RED_AVG) p->reduce_ops_mask |= 1u << ro;
+        if (ro != PCL_PLAN_RED_NONE && ro != PCL_PLAN_RED_AVG)
+          p->reduce_ops_mask |= 1u << ro;
       }
   }
   pcl_plan_path_pop(c, p0);
@@ -141,12 +147,24 @@ static ncclResult_t conv_gpus(pcl_plan_ctx_t *c, yajl_val root, pcl_plan_t *p) {
 }
 
 static ncclResult_t conv_plan(pcl_plan_ctx_t *c, yajl_val root, pcl_plan_t *p) {
-  static const char *const keys[] = {
-      "name",     "collective",      "protocol",        "inplace",
-      "reuse_resources", "num_threads_per_block", "use_double_scratch_buffer",
-      "buffer_alignment", "min_message_size", "max_message_size", "gpus", "nranks_per_node",
-      "priority", "outofplace_ok",   "version",         NULL};
-  if (!YAJL_IS_OBJECT(root)) return pcl_plan_fail(c, NULL, "expected an object at the top level");
+  static const char *const keys[] = {"name",
+                                     "collective",
+                                     "protocol",
+                                     "inplace",
+                                     "reuse_resources",
+                                     "num_threads_per_block",
+                                     "use_double_scratch_buffer",
+                                     "buffer_alignment",
+                                     "min_message_size",
+                                     "max_message_size",
+                                     "gpus",
+                                     "nranks_per_node",
+                                     "priority",
+                                     "outofplace_ok",
+                                     "version",
+                                     NULL};
+  if (!YAJL_IS_OBJECT(root))
+    return pcl_plan_fail(c, NULL, "expected an object at the top level");
   PCL_TRY(pcl_json_check_keys(c, root, keys));
   PCL_TRY(conv_header(c, root, p));
   PCL_TRY(conv_limits(c, root, p));

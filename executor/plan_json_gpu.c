@@ -47,9 +47,11 @@ static ncclResult_t conv_switch_channels(pcl_plan_conv_t *v, yajl_val e, int pas
   const char *bs = NULL;
   yajl_val l;
   PCL_TRY(pcl_json_str(c, e, "buffer_type", 0, &bs));
-  if (bs == NULL) PCL_TRY(pcl_json_str(c, e, "buff", 0, &bs));
+  if (bs == NULL)
+    PCL_TRY(pcl_json_str(c, e, "buff", 0, &bs));
   int bt = bs ? pcl_plan_buf_from_name(bs) : -1;
-  if (bt < 0) return pcl_plan_fail(c, "buffer_type", "switch channel needs buffer_type i, o or s");
+  if (bt < 0)
+    return pcl_plan_fail(c, "buffer_type", "switch channel needs buffer_type i, o or s");
   PCL_TRY(pcl_json_array(c, e, "rank_groups", 1, 64, "rank groups", &l));
   size_t p2 = pcl_plan_path_key(c, "rank_groups");
   for (size_t j = 0; j < l->u.array.len; j++) {
@@ -65,7 +67,8 @@ static ncclResult_t conv_switch_channels(pcl_plan_conv_t *v, yajl_val e, int pas
       if (!YAJL_IS_INTEGER(r) || YAJL_GET_INTEGER(r) < 0 || YAJL_GET_INTEGER(r) >= v->plan->n_gpus)
         return pcl_plan_fail(c, "ranks", "rank must be in [0, %d)", v->plan->n_gpus);
     }
-    if (pass == 0 && ++count[ct] > 64) return pcl_plan_fail(c, NULL, "more than 64 switch channels");
+    if (pass == 0 && ++count[ct] > 64)
+      return pcl_plan_fail(c, NULL, "more than 64 switch channels");
     if (pass == 1) {
       pcl_plan_switch_t *sw = &v->gpu->switches[fill[ct]++];
       sw->buffer_type = (uint8_t)bt;
@@ -73,7 +76,8 @@ static ncclResult_t conv_switch_channels(pcl_plan_conv_t *v, yajl_val e, int pas
       sw->n_ranks = (int)ranks->u.array.len;
       if (sw->n_ranks) {
         PCL_CALLOC(sw->ranks, sw->n_ranks, "plan switch ranks");
-        if (sw->ranks == NULL) return ncclSystemError;
+        if (sw->ranks == NULL)
+          return ncclSystemError;
         for (int k = 0; k < sw->n_ranks; k++)
           sw->ranks[k] = (int32_t)YAJL_GET_INTEGER(ranks->u.array.values[k]);
       }
@@ -90,13 +94,15 @@ static ncclResult_t alloc_channels(pcl_plan_gpu_t *g, const int *count) {
     g->n_channels[t] = count[t];
     if (count[t]) {
       PCL_CALLOC(g->channels[t], count[t], "plan channels");
-      if (g->channels[t] == NULL) return ncclSystemError;
+      if (g->channels[t] == NULL)
+        return ncclSystemError;
     }
   }
   g->n_switch = count[PCL_PLAN_CHAN_SWITCH];
   if (g->n_switch) {
     PCL_CALLOC(g->switches, g->n_switch, "plan switch channels");
-    if (g->switches == NULL) return ncclSystemError;
+    if (g->switches == NULL)
+      return ncclSystemError;
   }
   return ncclSuccess;
 }
@@ -126,7 +132,8 @@ static ncclResult_t conv_channels(pcl_plan_conv_t *v, yajl_val a) {
         PCL_TRY(conv_switch_channels(v, e, pass, count, fill));
       pcl_plan_path_pop(c, p1);
     }
-    if (pass == 0) PCL_TRY(alloc_channels(v->gpu, count));
+    if (pass == 0)
+      PCL_TRY(alloc_channels(v->gpu, count));
   }
   pcl_plan_path_pop(c, p0);
   return ncclSuccess;
@@ -184,7 +191,8 @@ static ncclResult_t conv_sems(pcl_plan_conv_t *v, yajl_val a) {
   pcl_plan_gpu_t *g = v->gpu;
   g->n_sems = (int)a->u.array.len;
   PCL_CALLOC(g->sem_init, g->n_sems, "plan semaphores");
-  if (g->sem_init == NULL) return ncclSystemError;
+  if (g->sem_init == NULL)
+    return ncclSystemError;
   size_t p0 = pcl_plan_path_key(c, "semaphores");
   for (int i = 0; i < g->n_sems; i++) {
     size_t p1 = pcl_plan_path_idx(c, i);
@@ -206,7 +214,8 @@ static ncclResult_t conv_blocks(pcl_plan_conv_t *v, yajl_val a) {
   g->n_blocks = (int)a->u.array.len;
   if (g->n_blocks) {
     PCL_CALLOC(g->blocks, g->n_blocks, "plan threadblocks");
-    if (g->blocks == NULL) return ncclSystemError;
+    if (g->blocks == NULL)
+      return ncclSystemError;
   }
   size_t p0 = pcl_plan_path_key(c, "threadblocks");
   for (int b = 0; b < g->n_blocks; b++) {
@@ -245,11 +254,14 @@ ncclResult_t pcl_plan_conv_gpu(pcl_plan_conv_t *v, yajl_val o) {
     return pcl_plan_fail(c, "input_chunks", "input_chunks and output_chunks are both 0");
 
   PCL_TRY(pcl_json_array(c, o, "channels", 0, 1024, "channel groups", &a));
-  if (a) PCL_TRY(conv_channels(v, a));
+  if (a)
+    PCL_TRY(conv_channels(v, a));
   PCL_TRY(pcl_json_array(c, o, "remote_buffers", 0, PCL_PLAN_JSON_MAX_RBUFS, "remote buffers", &a));
-  if (a) PCL_TRY(conv_rbufs(v, a));
+  if (a)
+    PCL_TRY(conv_rbufs(v, a));
   PCL_TRY(pcl_json_array(c, o, "semaphores", 0, PCL_PLAN_MAX_SEMAPHORES, "semaphores", &a));
-  if (a && a->u.array.len) PCL_TRY(conv_sems(v, a));
+  if (a && a->u.array.len)
+    PCL_TRY(conv_sems(v, a));
   PCL_TRY(pcl_json_array(c, o, "threadblocks", 1, PCL_PLAN_MAX_BLOCKS, "threadblocks", &a));
   PCL_TRY(conv_blocks(v, a));
   if (g->n_blocks > v->plan->max_blocks)

@@ -118,13 +118,16 @@ static ncclResult_t conv_op_kind(pcl_plan_conv_t *v, yajl_val o, pcl_plan_op_t *
   PCL_TRY(pcl_json_str(c, o, "channel_type", 0, &s));
   if (s) {
     int ct = pcl_plan_chan_from_name(s, NULL);
-    if (ct < 0) return pcl_plan_fail(c, "channel_type", "unknown channel type '%s'", s);
+    if (ct < 0)
+      return pcl_plan_fail(c, "channel_type", "unknown channel type '%s'", s);
     op->channel_type = (uint8_t)ct;
   }
   PCL_TRY(pcl_json_str(c, o, "reduce_op", 0, &s));
   int r = s ? pcl_plan_red_from_name(s) : PCL_PLAN_RED_NONE;
-  if (r < 0) return pcl_plan_fail(c, "reduce_op", "unknown reduce_op '%s'", s);
-  if (pcl_plan_op_is_reduce(t)) op->reduce_op = (uint8_t)r;
+  if (r < 0)
+    return pcl_plan_fail(c, "reduce_op", "unknown reduce_op '%s'", s);
+  if (pcl_plan_op_is_reduce(t))
+    op->reduce_op = (uint8_t)r;
   return ncclSuccess;
 }
 
@@ -133,7 +136,8 @@ static ncclResult_t conv_op_channels(pcl_plan_conv_t *v, yajl_val o, pcl_plan_op
   pcl_plan_ctx_t *c = v->c;
   yajl_val a;
   PCL_TRY(pcl_json_array(c, o, "channel_ids", 0, PCL_PLAN_MAX_OP_CHANNELS, "channel ids", &a));
-  if (!a || a->u.array.len == 0) return ncclSuccess;
+  if (!a || a->u.array.len == 0)
+    return ncclSuccess;
   int ct = op->channel_type;
   if (ct == PCL_PLAN_CHAN_NONE)
     return pcl_plan_fail(c, "channel_ids", "channel_ids given but the op has no channel_type");
@@ -148,7 +152,8 @@ static ncclResult_t conv_op_channels(pcl_plan_conv_t *v, yajl_val o, pcl_plan_op
                            "channels",
                            id, v->blk->n_channels[ct], pcl_plan_chan_name(ct));
     for (size_t j = 0; j < i; j++)
-      if (op->channels[j] == id) return pcl_plan_fail(c, NULL, "channel slot %lld repeated", id);
+      if (op->channels[j] == id)
+        return pcl_plan_fail(c, NULL, "channel slot %lld repeated", id);
     op->channels[i] = (uint16_t)id;
     op->gpu_channels[i] = v->blk->channels[ct][id];
     pcl_plan_path_pop(c, p1);
@@ -180,7 +185,8 @@ static ncclResult_t conv_op_sync(pcl_plan_conv_t *v, yajl_val o, pcl_plan_op_t *
   PCL_TRY(pcl_json_int(c, o, "num_threadblocks", 0, 0, 1, PCL_PLAN_MAX_BLOCKS, &x));
   op->num_threadblocks = (uint16_t)x;
   PCL_TRY(pcl_json_array(c, o, "semaphore_ids", 0, PCL_PLAN_MAX_OP_SEMS, "semaphore ids", &a));
-  if (!a) return ncclSuccess;
+  if (!a)
+    return ncclSuccess;
   size_t p0 = pcl_plan_path_key(c, "semaphore_ids");
   for (size_t i = 0; i < a->u.array.len; i++) {
     size_t p1 = pcl_plan_path_idx(c, (int)i);
@@ -215,14 +221,19 @@ static ncclResult_t conv_op_pipeline(pcl_plan_conv_t *v, yajl_val o, pcl_plan_op
     pcl_plan_path_pop(c, p0);
   }
   if (op->type != PCL_PLAN_OP_PIPELINE) {
-    if (ic) return pcl_plan_fail(c, "iter_context", "only a pipeline op takes iter_context");
-    if (pcl_json_get(o, "ops")) return pcl_plan_fail(c, "ops", "only a pipeline op takes nested ops");
+    if (ic)
+      return pcl_plan_fail(c, "iter_context", "only a pipeline op takes iter_context");
+    if (pcl_json_get(o, "ops"))
+      return pcl_plan_fail(c, "ops", "only a pipeline op takes nested ops");
     return ncclSuccess;
   }
-  if (nested) return pcl_plan_fail(c, "name", "pipelines cannot be nested");
-  if (!ic) return pcl_plan_fail(c, "iter_context", "pipeline op needs iter_context");
+  if (nested)
+    return pcl_plan_fail(c, "name", "pipelines cannot be nested");
+  if (!ic)
+    return pcl_plan_fail(c, "iter_context", "pipeline op needs iter_context");
   PCL_TRY(pcl_json_array(c, o, "ops", 1, PCL_PLAN_MAX_OPS_PER_BLOCK, "ops", &a));
-  if (a->u.array.len == 0) return pcl_plan_fail(c, "ops", "pipeline op with no inner ops");
+  if (a->u.array.len == 0)
+    return pcl_plan_fail(c, "ops", "pipeline op with no inner ops");
   return ncclSuccess;
 }
 

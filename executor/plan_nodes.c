@@ -13,28 +13,33 @@ static int infer_node_size(const pcl_plan_t *p) {
   int any = 0;
   for (int g = 0; g < p->n_gpus; g++)
     any |= p->gpus[g].n_channels[PCL_PLAN_CHAN_MEMORY] > 0;
-  if (!any) return p->n_gpus;
+  if (!any)
+    return p->n_gpus;
   for (int n = 1; n < p->n_gpus; n++) {
-    if (p->n_gpus % n) continue;
+    if (p->n_gpus % n)
+      continue;
     int ok = 1;
     for (int g = 0; ok && g < p->n_gpus; g++) {
       const pcl_plan_gpu_t *gpu = &p->gpus[g];
       for (int i = 0; ok && i < gpu->n_channels[PCL_PLAN_CHAN_MEMORY]; i++)
         ok = gpu->channels[PCL_PLAN_CHAN_MEMORY][i].peer / n == g / n;
     }
-    if (ok) return n;
+    if (ok)
+      return n;
   }
   return p->n_gpus;
 }
 
 ncclResult_t pcl_plan_check_nodes(pcl_plan_t *p, pcl_plan_ctx_t *c) {
-  if (!p->nranks_per_node_given) p->nranks_per_node = infer_node_size(p);
+  if (!p->nranks_per_node_given)
+    p->nranks_per_node = infer_node_size(p);
   const int n = p->nranks_per_node;
   for (int g = 0; g < p->n_gpus; g++) {
     const pcl_plan_gpu_t *gpu = &p->gpus[g];
     for (int i = 0; i < gpu->n_channels[PCL_PLAN_CHAN_MEMORY]; i++) {
       int peer = gpu->channels[PCL_PLAN_CHAN_MEMORY][i].peer;
-      if (peer / n == g / n) continue;
+      if (peer / n == g / n)
+        continue;
       pcl_plan_path_pop(c, 0);
       pcl_plan_path_key(c, "gpus");
       pcl_plan_path_idx(c, g);

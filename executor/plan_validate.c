@@ -53,18 +53,23 @@ static void set_gpu_path(pcl_plan_ctx_t *c, int g, const char *key) {
   pcl_plan_path_pop(c, 0);
   pcl_plan_path_key(c, "gpus");
   pcl_plan_path_idx(c, g);
-  if (key) pcl_plan_path_key(c, key);
+  if (key)
+    pcl_plan_path_key(c, key);
 }
 
 /* ---- Op shape checks ------------------------------------------------------------------- */
 
-static const char *side_name(int dst) { return dst ? "dst_buff" : "src_buff"; }
+static const char *side_name(int dst) {
+  return dst ? "dst_buff" : "src_buff";
+}
 
 static ncclResult_t want_count(vctx_t *v, int dst, int min, int max) {
   int n = dst ? v->op->n_dst : v->op->n_src;
   const char *side = side_name(dst);
-  if (n >= min && n <= max) return ncclSuccess;
-  if (max == 0) return pcl_plan_fail(v->c, side, "op '%s' takes no %s", v->name, side);
+  if (n >= min && n <= max)
+    return ncclSuccess;
+  if (max == 0)
+    return pcl_plan_fail(v->c, side, "op '%s' takes no %s", v->name, side);
   if (min == max)
     return pcl_plan_fail(v->c, side, "op '%s' needs exactly %d %s entr%s, got %d", v->name, min,
                          side, min == 1 ? "y" : "ies", n);
@@ -80,7 +85,8 @@ static ncclResult_t want_refs(vctx_t *v, int dst, int from, int to, int kind, un
                               const char *role) {
   const pcl_plan_ref_t *refs = dst ? v->op->dst : v->op->src;
   int n = dst ? v->op->n_dst : v->op->n_src;
-  if (to > n) to = n;
+  if (to > n)
+    to = n;
   for (int i = from; i < to; i++) {
     char key[32];
     snprintf(key, sizeof(key), "%s[%d]", side_name(dst), i);
@@ -102,17 +108,22 @@ static ncclResult_t want_chan(vctx_t *v, unsigned mask) {
   if (ct != PCL_PLAN_CHAN_NONE && ct != PCL_PLAN_CHAN_SWITCH && (mask & (1u << ct)))
     return ncclSuccess;
   return pcl_plan_fail(v->c, "channel_type", "op '%s' needs channel_type %s, got %s", v->name,
-                       mask == CH_MEM ? "memory" : mask == CH_PORT ? "port" : "memory or port",
+                       mask == CH_MEM    ? "memory"
+                       : mask == CH_PORT ? "port"
+                                         : "memory or port",
                        pcl_plan_chan_name(ct));
 }
 
 static ncclResult_t want_channel_ids(vctx_t *v, int min) {
-  if (v->op->n_channels >= min) return ncclSuccess;
-  return pcl_plan_fail(v->c, "channel_ids", "op '%s' needs channel_ids (at least %d)", v->name, min);
+  if (v->op->n_channels >= min)
+    return ncclSuccess;
+  return pcl_plan_fail(v->c, "channel_ids", "op '%s' needs channel_ids (at least %d)", v->name,
+                       min);
 }
 
 static ncclResult_t no_channel_ids(vctx_t *v) {
-  if (v->op->n_channels == 0) return ncclSuccess;
+  if (v->op->n_channels == 0)
+    return ncclSuccess;
   return pcl_plan_fail(v->c, "channel_ids", "op '%s' takes no channel_ids", v->name);
 }
 
@@ -121,16 +132,18 @@ static ncclResult_t no_channel_ids(vctx_t *v) {
 static ncclResult_t port_pairs(vctx_t *v) {
   const pcl_plan_op_t *op = v->op;
   if (op->n_channels != op->n_dst)
-    return pcl_plan_fail(v->c, "channel_ids", "port op '%s' needs one channel per dst_buff entry "
-                                              "(%d channels, %d dst)",
+    return pcl_plan_fail(v->c, "channel_ids",
+                         "port op '%s' needs one channel per dst_buff entry "
+                         "(%d channels, %d dst)",
                          v->name, op->n_channels, op->n_dst);
   for (int i = 0; i < op->n_dst; i++) {
     int peer = v->gpu->channels[PCL_PLAN_CHAN_PORT][op->gpu_channels[i]].peer;
     if (op->dst[i].kind == PCL_PLAN_REF_REMOTE && op->dst[i].rank != peer) {
       char key[32];
       snprintf(key, sizeof(key), "dst_buff[%d]", i);
-      return pcl_plan_fail(v->c, key, "remote buffer of rank %d written through port channel "
-                                      "slot %d, which connects to rank %d",
+      return pcl_plan_fail(v->c, key,
+                           "remote buffer of rank %d written through port channel "
+                           "slot %d, which connects to rank %d",
                            op->dst[i].rank, op->channels[i], peer);
     }
   }
@@ -159,8 +172,10 @@ static ncclResult_t equal_sizes(vctx_t *v) {
       if (refs[i].size != size) {
         char key[40];
         snprintf(key, sizeof(key), "%s[%d].size", side_name(d), i);
-        return pcl_plan_fail(v->c, key, "op '%s' moves %u chunks here but %u elsewhere: sizes must "
-                                        "match", v->name, refs[i].size, size);
+        return pcl_plan_fail(v->c, key,
+                             "op '%s' moves %u chunks here but %u elsewhere: sizes must "
+                             "match",
+                             v->name, refs[i].size, size);
       }
   }
   return ncclSuccess;
@@ -169,17 +184,22 @@ static ncclResult_t equal_sizes(vctx_t *v) {
 #define TRY(x) PCL_TRY(x)
 
 /* A count of the op table: PCL_OPN_SRC stands for the op's number of sources. */
-static int table_count(const pcl_plan_op_t *op, int n) { return n == PCL_OPN_SRC ? op->n_src : n; }
+static int table_count(const pcl_plan_op_t *op, int n) {
+  return n == PCL_OPN_SRC ? op->n_src : n;
+}
 
 /* What the op table fixes for every op: channel kinds, entry counts, channel ids, and that only
  * the ops that name port channels take them. */
 static ncclResult_t check_op_table(vctx_t *v, const pcl_plan_opinfo_t *d) {
   const pcl_plan_op_t *op = v->op;
-  if (d->chans) TRY(want_chan(v, d->chans));
+  if (d->chans)
+    TRY(want_chan(v, d->chans));
   TRY(want_count(v, 0, table_count(op, d->src_min), table_count(op, d->src_max)));
   TRY(want_count(v, 1, table_count(op, d->dst_min), table_count(op, d->dst_max)));
-  if (d->ids == PCL_OPIDS_NONE) TRY(no_channel_ids(v));
-  if (d->ids == PCL_OPIDS_ONE) TRY(want_channel_ids(v, 1));
+  if (d->ids == PCL_OPIDS_NONE)
+    TRY(no_channel_ids(v));
+  if (d->ids == PCL_OPIDS_ONE)
+    TRY(want_channel_ids(v, 1));
   if (!(d->flags & PCL_OPF_SYNC) && op->n_channels && op->channel_type == PCL_PLAN_CHAN_PORT &&
       !(d->chans & PCL_OPCH_PORT))
     return pcl_plan_fail(v->c, "channel_type", "op '%s' cannot use port channels", v->name);
@@ -190,7 +210,8 @@ static ncclResult_t check_op_table(vctx_t *v, const pcl_plan_opinfo_t *d) {
 static ncclResult_t check_control_op(vctx_t *v) {
   const pcl_plan_op_t *op = v->op;
   if (op->type == PCL_PLAN_OP_BARRIER) {
-    if (op->barrier_id < 0) return pcl_plan_fail(v->c, "barrier_id", "barrier needs barrier_id");
+    if (op->barrier_id < 0)
+      return pcl_plan_fail(v->c, "barrier_id", "barrier needs barrier_id");
     if (op->num_threadblocks == 0)
       return pcl_plan_fail(v->c, "num_threadblocks", "barrier needs num_threadblocks");
     if (op->num_threadblocks > v->gpu->n_blocks)
@@ -267,7 +288,8 @@ static ncclResult_t check_op_refs(vctx_t *v) {
     TRY(want_refs(v, 0, 1, op->n_src, PCL_PLAN_REF_LOCAL, MASK_S,
                   "peers' packets are read from scratch"));
     TRY(want_refs(v, 1, 0, 1, PCL_PLAN_REF_LOCAL, MASK_ANY, "reduce result"));
-    if (copy) TRY(want_refs(v, 1, 1, 2, PCL_PLAN_REF_LOCAL, MASK_S, "packet copy of the result"));
+    if (copy)
+      TRY(want_refs(v, 1, 1, 2, PCL_PLAN_REF_LOCAL, MASK_S, "packet copy of the result"));
     TRY(want_refs(v, 1, 1 + copy, op->n_dst, PCL_PLAN_REF_REMOTE, MASK_S,
                   "packets land in the peer's scratch"));
     break;
@@ -281,7 +303,8 @@ static ncclResult_t check_op_refs(vctx_t *v) {
 static ncclResult_t check_op_shape(vctx_t *v) {
   const pcl_plan_op_t *op = v->op;
   const pcl_plan_opinfo_t *d = &pcl_plan_ops[op->type];
-  if (d->flags & PCL_OPF_NVLS) return ncclSuccess; /* refused by check_nvls */
+  if (d->flags & PCL_OPF_NVLS)
+    return ncclSuccess; /* refused by check_nvls */
   TRY(check_op_table(v, d));
   TRY(check_control_op(v));
   TRY(check_op_refs(v));
@@ -299,7 +322,8 @@ static ncclResult_t check_ranges(vctx_t *v) {
     int n = d ? v->op->n_dst : v->op->n_src;
     for (int i = 0; i < n; i++) {
       const pcl_plan_ref_t *r = &refs[i];
-      if (r->kind == PCL_PLAN_REF_SWITCH) continue;
+      if (r->kind == PCL_PLAN_REF_SWITCH)
+        continue;
       uint32_t chunks = v->plan->gpus[r->rank].chunks[r->type];
       char key[48];
       const char *whose = r->kind == PCL_PLAN_REF_REMOTE ? "remote " : "";
@@ -330,14 +354,17 @@ static ncclResult_t check_nvls(pcl_plan_t *p, pcl_plan_ctx_t *c) {
         const pcl_plan_op_t *op = &gpu->blocks[b].ops[k];
         if (pcl_plan_op_is_nvls(op->type) || op->channel_type == PCL_PLAN_CHAN_SWITCH) {
           set_op_path(c, g, &gpu->blocks[b], k);
-          return pcl_plan_fail(c, "name", "NVLS op '%s' refused: NVLink multicast is disabled in "
-                                          "planccl", pcl_plan_op_name(op->type));
+          return pcl_plan_fail(c, "name",
+                               "NVLS op '%s' refused: NVLink multicast is disabled in "
+                               "planccl",
+                               pcl_plan_op_name(op->type));
         }
       }
     if (gpu->n_switch) {
       set_gpu_path(c, g, "channels");
-      return pcl_plan_fail(c, NULL, "switch channel refused: NVLink multicast is disabled in "
-                                    "planccl");
+      return pcl_plan_fail(c, NULL,
+                           "switch channel refused: NVLink multicast is disabled in "
+                           "planccl");
     }
   }
   return ncclSuccess;
@@ -350,12 +377,17 @@ static ncclResult_t check_chunks(pcl_plan_t *p, pcl_plan_ctx_t *c) {
     const uint32_t *ch0 = p->gpus[0].chunks;
     set_gpu_path(c, g, NULL);
     if (ch[0] != ch0[0])
-      return pcl_plan_fail(c, "input_chunks", "%u input chunks but gpus[0] has %u: every rank must "
-                                              "split its buffers alike", ch[0], ch0[0]);
+      return pcl_plan_fail(c, "input_chunks",
+                           "%u input chunks but gpus[0] has %u: every rank must "
+                           "split its buffers alike",
+                           ch[0], ch0[0]);
     if (ch[1] != ch0[1])
-      return pcl_plan_fail(c, "output_chunks", "%u output chunks but gpus[0] has %u: every rank "
-                                               "must split its buffers alike", ch[1], ch0[1]);
-    if (ch[0] == 0 || ch[1] == 0) continue;
+      return pcl_plan_fail(c, "output_chunks",
+                           "%u output chunks but gpus[0] has %u: every rank "
+                           "must split its buffers alike",
+                           ch[1], ch0[1]);
+    if (ch[0] == 0 || ch[1] == 0)
+      continue;
     /* One chunk size for all buffers: in_bytes / in_chunks == out_bytes / out_chunks. */
     uint64_t want_out = ch[0];
     const char *why = "input and output are the same size";
@@ -364,14 +396,17 @@ static ncclResult_t check_chunks(pcl_plan_t *p, pcl_plan_ctx_t *c) {
       why = "allgather output is nranks x input";
     } else if (p->collective == PCL_PLAN_COLL_REDUCESCATTER) {
       if (ch[0] % n || ch[0] / n != ch[1])
-        return pcl_plan_fail(c, "output_chunks", "%u output chunks disagree with %u input chunks "
-                                                 "(reducescatter input is nranks x output)",
+        return pcl_plan_fail(c, "output_chunks",
+                             "%u output chunks disagree with %u input chunks "
+                             "(reducescatter input is nranks x output)",
                              ch[1], ch[0]);
       continue;
     }
     if (want_out != ch[1])
-      return pcl_plan_fail(c, "output_chunks", "%u output chunks disagree with %u input chunks "
-                                               "(%s, so chunk sizes must match)", ch[1], ch[0], why);
+      return pcl_plan_fail(c, "output_chunks",
+                           "%u output chunks disagree with %u input chunks "
+                           "(%s, so chunk sizes must match)",
+                           ch[1], ch[0], why);
   }
   return ncclSuccess;
 }
@@ -383,17 +418,21 @@ static ncclResult_t pair_channels(pcl_plan_t *p, pcl_plan_ctx_t *c) {
       pcl_plan_gpu_t *ga = &p->gpus[a];
       for (int i = 0; i < ga->n_channels[t]; i++) {
         int b = ga->channels[t][i].peer, k = 0;
-        for (int j = 0; j < i; j++) k += ga->channels[t][j].peer == b;
+        for (int j = 0; j < i; j++)
+          k += ga->channels[t][j].peer == b;
         pcl_plan_gpu_t *gb = &p->gpus[b];
         int seen = 0, found = -1;
         for (int j = 0; j < gb->n_channels[t]; j++)
-          if (gb->channels[t][j].peer == a && seen++ == k) found = j;
+          if (gb->channels[t][j].peer == a && seen++ == k)
+            found = j;
         if (found < 0) {
           int have = 0;
-          for (int j = 0; j < gb->n_channels[t]; j++) have += gb->channels[t][j].peer == a;
+          for (int j = 0; j < gb->n_channels[t]; j++)
+            have += gb->channels[t][j].peer == a;
           set_gpu_path(c, a, "channels");
-          return pcl_plan_fail(c, NULL, "%s channel %d to rank %d has no partner: rank %d has %d %s "
-                                        "channel%s to rank %d (channels must pair up)",
+          return pcl_plan_fail(c, NULL,
+                               "%s channel %d to rank %d has no partner: rank %d has %d %s "
+                               "channel%s to rank %d (channels must pair up)",
                                pcl_plan_chan_name(t), i, b, b, have, pcl_plan_chan_name(t),
                                have == 1 ? "" : "s", a);
         }
@@ -414,13 +453,16 @@ static ncclResult_t check_rbufs(pcl_plan_t *p, pcl_plan_ctx_t *c) {
         return pcl_plan_fail(c, "type", "rank %d has no %s chunks", rb->rank,
                              pcl_plan_buf_name(rb->type));
       for (int t = 0; t < 2; t++) {
-        if (!(rb->access & (1u << t))) continue;
+        if (!(rb->access & (1u << t)))
+          continue;
         int have = 0;
-        for (int j = 0; j < gpu->n_channels[t]; j++) have |= gpu->channels[t][j].peer == rb->rank;
+        for (int j = 0; j < gpu->n_channels[t]; j++)
+          have |= gpu->channels[t][j].peer == rb->rank;
         if (!have)
-          return pcl_plan_fail(c, "access_channel_types", "buffer of rank %d is accessed through "
-                                                          "%s channels but rank %d has no %s "
-                                                          "channel to rank %d",
+          return pcl_plan_fail(c, "access_channel_types",
+                               "buffer of rank %d is accessed through "
+                               "%s channels but rank %d has no %s "
+                               "channel to rank %d",
                                rb->rank, pcl_plan_chan_name(t), g, pcl_plan_chan_name(t), rb->rank);
       }
     }
@@ -439,30 +481,37 @@ static ncclResult_t check_barriers(pcl_plan_t *p, pcl_plan_ctx_t *c) {
         int count = 0;
         for (int k = 0; k < gpu->blocks[b].n_ops; k++) {
           const pcl_plan_op_t *op = &gpu->blocks[b].ops[k];
-          if (op->type != PCL_PLAN_OP_BARRIER || op->barrier_id != id) continue;
-          if (want < 0) want = op->num_threadblocks;
+          if (op->type != PCL_PLAN_OP_BARRIER || op->barrier_id != id)
+            continue;
+          if (want < 0)
+            want = op->num_threadblocks;
           if (op->num_threadblocks != want) {
             set_op_path(c, g, &gpu->blocks[b], k);
-            return pcl_plan_fail(c, "num_threadblocks", "barrier %d used with %d and %d "
-                                                        "threadblocks", id, want,
-                                 op->num_threadblocks);
+            return pcl_plan_fail(c, "num_threadblocks",
+                                 "barrier %d used with %d and %d "
+                                 "threadblocks",
+                                 id, want, op->num_threadblocks);
           }
           count++;
         }
-        if (!count) continue;
+        if (!count)
+          continue;
         nblocks++;
-        if (first_count < 0) first_count = count;
+        if (first_count < 0)
+          first_count = count;
         if (count != first_count) {
           set_gpu_path(c, g, "threadblocks");
           pcl_plan_path_idx(c, b);
-          return pcl_plan_fail(c, NULL, "threadblock runs barrier %d %d times, others %d times",
-                               id, count, first_count);
+          return pcl_plan_fail(c, NULL, "threadblock runs barrier %d %d times, others %d times", id,
+                               count, first_count);
         }
       }
       if (want >= 0 && nblocks != want) {
         set_gpu_path(c, g, "threadblocks");
-        return pcl_plan_fail(c, NULL, "barrier %d expects %d threadblocks but %d take part (it "
-                                      "would hang)", id, want, nblocks);
+        return pcl_plan_fail(c, NULL,
+                             "barrier %d expects %d threadblocks but %d take part (it "
+                             "would hang)",
+                             id, want, nblocks);
       }
     }
   }
@@ -481,13 +530,16 @@ typedef struct {
 } rate_t;
 
 static int rate_index(rate_t *rates, int *nrates, int cap, uint64_t num, uint64_t den) {
-  if (den == 0) return 0;
+  if (den == 0)
+    return 0;
   uint64_t g = pcl_plan_gcd64(num, den);
   num /= g;
   den /= g;
   for (int i = 1; i < *nrates; i++)
-    if (rates[i].num == num && rates[i].den == den) return i;
-  if (*nrates >= cap) return -1;
+    if (rates[i].num == num && rates[i].den == den)
+      return i;
+  if (*nrates >= cap)
+    return -1;
   rates[*nrates].num = num;
   rates[*nrates].den = den;
   return (*nrates)++;
@@ -500,8 +552,10 @@ static ncclResult_t check_signal_wait(pcl_plan_t *p, pcl_plan_ctx_t *c) {
   ncclResult_t res = ncclSuccess;
   /* Offsets of each (gpu, type) channel row in one flat counter array. */
   size_t total = 0;
-  for (int g = 0; g < p->n_gpus; g++) total += p->gpus[g].n_channels[0] + p->gpus[g].n_channels[1];
-  if (total == 0) return ncclSuccess;
+  for (int g = 0; g < p->n_gpus; g++)
+    total += p->gpus[g].n_channels[0] + p->gpus[g].n_channels[1];
+  if (total == 0)
+    return ncclSuccess;
   size_t *base = pcl_calloc((size_t)p->n_gpus * 2, sizeof(size_t), "plan sw base");
   int32_t *sig = pcl_calloc(total * MAX_RATES, sizeof(int32_t), "plan signal counts");
   int32_t *wait = pcl_calloc(total * MAX_RATES, sizeof(int32_t), "plan wait counts");
@@ -522,8 +576,10 @@ static ncclResult_t check_signal_wait(pcl_plan_t *p, pcl_plan_ctx_t *c) {
       int rate = 0, left = 0;
       for (int k = 0; k < blk->n_ops; k++) {
         const pcl_plan_op_t *op = &blk->ops[k];
-        if (left == 0) rate = 0;
-        else left--;
+        if (left == 0)
+          rate = 0;
+        else
+          left--;
         if (op->type == PCL_PLAN_OP_PIPELINE) {
           rate = rate_index(rates, &nrates, MAX_RATES, op->num_chunks, op->unit_size);
           left = op->n_inner;
@@ -555,15 +611,19 @@ static ncclResult_t check_signal_wait(pcl_plan_t *p, pcl_plan_ctx_t *c) {
         size_t me = base[g * 2 + t] + i, peer = base[ch->peer * 2 + t] + ch->peer_channel;
         for (int r = 0; r < nrates; r++) {
           int32_t s = sig[me * MAX_RATES + r], w = wait[peer * MAX_RATES + r];
-          if (s == w) continue;
+          if (s == w)
+            continue;
           set_gpu_path(c, g, "channels");
           char where[96] = "";
-          if (r) snprintf(where, sizeof(where), " per iteration of pipelines with num_chunks/"
-                                                "unit_size = %llu/%llu",
-                          (unsigned long long)rates[r].num, (unsigned long long)rates[r].den);
-          res = pcl_plan_fail(c, NULL, "signal/wait mismatch: rank %d signals %d time%s on %s "
-                                       "channel %d to rank %d, which waits %d time%s on its "
-                                       "channel %d%s",
+          if (r)
+            snprintf(where, sizeof(where),
+                     " per iteration of pipelines with num_chunks/"
+                     "unit_size = %llu/%llu",
+                     (unsigned long long)rates[r].num, (unsigned long long)rates[r].den);
+          res = pcl_plan_fail(c, NULL,
+                              "signal/wait mismatch: rank %d signals %d time%s on %s "
+                              "channel %d to rank %d, which waits %d time%s on its "
+                              "channel %d%s",
                               g, s, s == 1 ? "" : "s", pcl_plan_chan_name(t), i, ch->peer, w,
                               w == 1 ? "" : "s", ch->peer_channel, where);
           goto out;
@@ -582,12 +642,17 @@ static ncclResult_t check_ops(pcl_plan_t *p, pcl_plan_ctx_t *c) {
     for (int b = 0; b < gpu->n_blocks; b++) {
       const pcl_plan_block_t *blk = &gpu->blocks[b];
       for (int k = 0; k < blk->n_ops; k++) {
-        vctx_t v = {.plan = p, .c = c, .gpu = gpu, .op = &blk->ops[k],
+        vctx_t v = {.plan = p,
+                    .c = c,
+                    .gpu = gpu,
+                    .op = &blk->ops[k],
                     .name = pcl_plan_op_name(blk->ops[k].type)};
         set_op_path(c, g, blk, k);
         if (pcl_plan_op_is_packet(v.op->type) && p->protocol != PCL_PLAN_PROTO_LL)
-          return pcl_plan_fail(c, "name", "packet op '%s' needs protocol LL (the plan is Simple, "
-                                          "so scratch has no packet space)", v.name);
+          return pcl_plan_fail(c, "name",
+                               "packet op '%s' needs protocol LL (the plan is Simple, "
+                               "so scratch has no packet space)",
+                               v.name);
         TRY(check_op_shape(&v));
         TRY(check_ranges(&v));
       }

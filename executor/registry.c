@@ -33,12 +33,14 @@ static ncclResult_t list_push(file_list_t *l, const char *path) {
   if (l->n == l->cap) {
     int ncap = l->cap ? l->cap * 2 : 16;
     char **np = pcl_realloc(l->paths, (size_t)l->cap, (size_t)ncap, sizeof(char *), "plan list");
-    if (np == NULL) return ncclSystemError;
+    if (np == NULL)
+      return ncclSystemError;
     l->paths = np;
     l->cap = ncap;
   }
   l->paths[l->n] = pcl_strdup(path, "plan path");
-  if (l->paths[l->n] == NULL) return ncclSystemError;
+  if (l->paths[l->n] == NULL)
+    return ncclSystemError;
   l->n++;
   return ncclSuccess;
 }
@@ -51,14 +53,17 @@ static int ends_with_json(const char *name) {
 static ncclResult_t scan_dir(file_list_t *l, const char *dir, int depth) {
   DIR *d = opendir(dir);
   if (d == NULL) {
-    if (depth == 0) PCL_INFO(PCL_LOG_PLAN, "plan directory %s: %s (skipped)", dir, strerror(errno));
-    else PCL_WARN(PCL_LOG_PLAN, "plan directory %s: %s (skipped)", dir, strerror(errno));
+    if (depth == 0)
+      PCL_INFO(PCL_LOG_PLAN, "plan directory %s: %s (skipped)", dir, strerror(errno));
+    else
+      PCL_WARN(PCL_LOG_PLAN, "plan directory %s: %s (skipped)", dir, strerror(errno));
     return ncclSuccess;
   }
   ncclResult_t res = ncclSuccess;
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
+    if (e->d_name[0] == '.')
+      continue;
     size_t len = strlen(dir) + strlen(e->d_name) + 2;
     char *path = pcl_calloc(len, 1, "plan path");
     if (path == NULL) {
@@ -69,14 +74,17 @@ static ncclResult_t scan_dir(file_list_t *l, const char *dir, int depth) {
     struct stat st;
     if (stat(path, &st) == 0) {
       if (S_ISDIR(st.st_mode)) {
-        if (depth + 1 < MAX_SCAN_DEPTH) res = scan_dir(l, path, depth + 1);
-        else PCL_WARN(PCL_LOG_PLAN, "plan directory %s nested too deep (skipped)", path);
+        if (depth + 1 < MAX_SCAN_DEPTH)
+          res = scan_dir(l, path, depth + 1);
+        else
+          PCL_WARN(PCL_LOG_PLAN, "plan directory %s nested too deep (skipped)", path);
       } else if (S_ISREG(st.st_mode) && ends_with_json(e->d_name)) {
         res = list_push(l, path);
       }
     }
     pcl_free(path);
-    if (res != ncclSuccess) break;
+    if (res != ncclSuccess)
+      break;
   }
   closedir(d);
   return res;
@@ -91,9 +99,10 @@ static int cmp_path(const void *a, const void *b) {
 static ncclResult_t add_plan(pcl_registry_t *r, pcl_plan_t *p) {
   if (r->n_plans == r->cap_plans) {
     int ncap = r->cap_plans ? r->cap_plans * 2 : 16;
-    pcl_plan_t **np = pcl_realloc(r->plans, (size_t)r->cap_plans, (size_t)ncap, sizeof(*np),
-                                  "registry plans");
-    if (np == NULL) return ncclSystemError;
+    pcl_plan_t **np =
+        pcl_realloc(r->plans, (size_t)r->cap_plans, (size_t)ncap, sizeof(*np), "registry plans");
+    if (np == NULL)
+      return ncclSystemError;
     r->plans = np;
     r->cap_plans = ncap;
   }
@@ -106,12 +115,14 @@ static ncclResult_t add_refused(pcl_registry_t *r, const char *msg) {
     int ncap = r->cap_refused ? r->cap_refused * 2 : 16;
     char **np = pcl_realloc(r->refused, (size_t)r->cap_refused, (size_t)ncap, sizeof(*np),
                             "registry refused");
-    if (np == NULL) return ncclSystemError;
+    if (np == NULL)
+      return ncclSystemError;
     r->refused = np;
     r->cap_refused = ncap;
   }
   r->refused[r->n_refused] = pcl_strdup(msg, "registry refused");
-  if (r->refused[r->n_refused] == NULL) return ncclSystemError;
+  if (r->refused[r->n_refused] == NULL)
+    return ncclSystemError;
   r->n_refused++;
   return ncclSuccess;
 }
@@ -121,33 +132,39 @@ static ncclResult_t load_dir(pcl_registry_t *r, const char *dir_in) {
   char err[ERR_LEN];
   /* Without trailing slashes, so paths read "dir/file". */
   char *dir = pcl_strdup(dir_in, "plan dir");
-  if (dir == NULL) return ncclSystemError;
-  for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--) dir[n - 1] = '\0';
+  if (dir == NULL)
+    return ncclSystemError;
+  for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
+    dir[n - 1] = '\0';
   ncclResult_t res = scan_dir(&l, dir, 0);
-  if (res != ncclSuccess) goto out;
-  if (l.n > 1) qsort(l.paths, (size_t)l.n, sizeof(char *), cmp_path);
+  if (res != ncclSuccess)
+    goto out;
+  if (l.n > 1)
+    qsort(l.paths, (size_t)l.n, sizeof(char *), cmp_path);
   for (int i = 0; i < l.n; i++) {
     pcl_plan_t *p = NULL;
     ncclResult_t lr = pcl_plan_load(l.paths[i], &p, err, sizeof(err));
     if (lr == ncclSuccess) {
-      PCL_INFO(PCL_LOG_PLAN, "plan loaded: %s (name %s, %s, %d gpus, %d per node, %s, %s, "
-                             "[%llu, %llu], priority %d)",
+      PCL_INFO(PCL_LOG_PLAN,
+               "plan loaded: %s (name %s, %s, %d gpus, %d per node, %s, %s, "
+               "[%llu, %llu], priority %d)",
                l.paths[i], p->name, pcl_plan_coll_name(p->collective), p->n_gpus,
                p->nranks_per_node, p->protocol == PCL_PLAN_PROTO_LL ? "LL" : "Simple",
-               p->inplace ? "in-place" : "out-of-place",
-               (unsigned long long)p->min_message_size, (unsigned long long)p->max_message_size,
-               p->priority);
+               p->inplace ? "in-place" : "out-of-place", (unsigned long long)p->min_message_size,
+               (unsigned long long)p->max_message_size, p->priority);
       if ((res = add_plan(r, p)) != ncclSuccess) {
         pcl_plan_destroy(p);
         goto out;
       }
     } else {
       PCL_WARN(PCL_LOG_PLAN, "plan refused: %s", err);
-      if ((res = add_refused(r, err)) != ncclSuccess) goto out;
+      if ((res = add_refused(r, err)) != ncclSuccess)
+        goto out;
     }
   }
 out:
-  for (int i = 0; i < l.n; i++) pcl_free(l.paths[i]);
+  for (int i = 0; i < l.n; i++)
+    pcl_free(l.paths[i]);
   pcl_free(l.paths);
   pcl_free(dir);
   return res;
@@ -158,9 +175,11 @@ ncclResult_t pcl_registry_create(const char *const *dirs, int ndirs, pcl_registr
   pcl_registry_t *r;
   *out = NULL;
   PCL_CALLOC(r, 1, "plan registry");
-  if (r == NULL) return ncclSystemError;
+  if (r == NULL)
+    return ncclSystemError;
   for (int i = 0; i < ndirs; i++) {
-    if (dirs[i] == NULL || dirs[i][0] == '\0') continue;
+    if (dirs[i] == NULL || dirs[i][0] == '\0')
+      continue;
     if ((res = load_dir(r, dirs[i])) != ncclSuccess) {
       pcl_registry_destroy(r);
       return res;
@@ -172,33 +191,42 @@ ncclResult_t pcl_registry_create(const char *const *dirs, int ndirs, pcl_registr
 }
 
 void pcl_registry_destroy(pcl_registry_t *r) {
-  if (r == NULL) return;
-  for (int i = 0; i < r->n_plans; i++) pcl_plan_destroy(r->plans[i]);
-  for (int i = 0; i < r->n_refused; i++) pcl_free(r->refused[i]);
+  if (r == NULL)
+    return;
+  for (int i = 0; i < r->n_plans; i++)
+    pcl_plan_destroy(r->plans[i]);
+  for (int i = 0; i < r->n_refused; i++)
+    pcl_free(r->refused[i]);
   pcl_free(r->plans);
   pcl_free(r->refused);
   pcl_free(r);
 }
 
 static int place_ok(const pcl_plan_t *p, int inplace) {
-  if (inplace) return p->inplace;
+  if (inplace)
+    return p->inplace;
   return !p->inplace || p->outofplace_ok;
 }
 
 const pcl_plan_t *pcl_registry_select(const pcl_registry_t *r, pcl_plan_coll_t coll, int world,
                                       int rpn, int inplace, uint64_t bytes) {
   const pcl_plan_t *best = NULL;
-  if (r == NULL) return NULL;
+  if (r == NULL)
+    return NULL;
   for (int i = 0; i < r->n_plans; i++) {
     const pcl_plan_t *p = r->plans[i];
-    if (p->collective != coll || p->n_gpus != world || p->nranks_per_node != rpn) continue;
-    if (!place_ok(p, inplace)) continue;
-    if (!pcl_plan_size_runnable(p, bytes)) continue; /* includes the [min, max] range */
+    if (p->collective != coll || p->n_gpus != world || p->nranks_per_node != rpn)
+      continue;
+    if (!place_ok(p, inplace))
+      continue;
+    if (!pcl_plan_size_runnable(p, bytes))
+      continue; /* includes the [min, max] range */
     if (best == NULL || p->priority > best->priority) {
       best = p;
       continue;
     }
-    if (p->priority < best->priority) continue;
+    if (p->priority < best->priority)
+      continue;
     /* Strictly narrower wins; on equal width the earlier plan stays. */
     if (p->max_message_size - p->min_message_size < best->max_message_size - best->min_message_size)
       best = p;
@@ -211,9 +239,11 @@ uint64_t pcl_registry_max_scratch_bytes(const pcl_registry_t *r, int world, int 
   uint64_t m = 0;
   for (int i = 0; r && i < r->n_plans; i++) {
     const pcl_plan_t *p = r->plans[i];
-    if (p->n_gpus != world || p->nranks_per_node != rpn) continue;
+    if (p->n_gpus != world || p->nranks_per_node != rpn)
+      continue;
     uint64_t s = pcl_plan_scratch_bytes_bound(p, max_bytes);
-    if (s > m) m = s;
+    if (s > m)
+      m = s;
   }
   return m;
 }
@@ -222,11 +252,14 @@ uint64_t pcl_registry_plans_hash(const pcl_registry_t *r, int world, int rpn) {
   uint64_t h = 1469598103934665603ull; /* FNV-1a */
   for (int i = 0; r && i < r->n_plans; i++) {
     const pcl_plan_t *p = r->plans[i];
-    if (p->n_gpus != world || p->nranks_per_node != rpn) continue;
+    if (p->n_gpus != world || p->nranks_per_node != rpn)
+      continue;
     uint64_t v[5] = {(uint64_t)p->collective, p->min_message_size, p->max_message_size,
                      (uint64_t)(int64_t)p->priority, (uint64_t)p->inplace};
-    for (const char *s = p->name; s && *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    for (int k = 0; k < 5; k++) h = (h ^ v[k]) * 1099511628211ull;
+    for (const char *s = p->name; s && *s; s++)
+      h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    for (int k = 0; k < 5; k++)
+      h = (h ^ v[k]) * 1099511628211ull;
   }
   return h;
 }
@@ -236,25 +269,31 @@ int pcl_registry_max_channels_per_peer(const pcl_registry_t *r, int world, int r
   int most = floor;
   for (int i = 0; r && i < r->n_plans; i++) {
     const pcl_plan_t *p = r->plans[i];
-    if (p->n_gpus != world || p->nranks_per_node != rpn) continue;
+    if (p->n_gpus != world || p->nranks_per_node != rpn)
+      continue;
     for (int g = 0; g < p->n_gpus; g++) {
       const pcl_plan_gpu_t *gpu = &p->gpus[g];
       for (int a = 0; a < gpu->n_channels[type]; a++) {
         int k = pcl_plan_chan_index(gpu->channels[type], a) + 1;
-        if (k > most) most = k;
+        if (k > most)
+          most = k;
       }
     }
   }
   return most;
 }
 
-int pcl_registry_count(const pcl_registry_t *r) { return r ? r->n_plans : 0; }
+int pcl_registry_count(const pcl_registry_t *r) {
+  return r ? r->n_plans : 0;
+}
 
 const pcl_plan_t *pcl_registry_plan(const pcl_registry_t *r, int i) {
   return (r && i >= 0 && i < r->n_plans) ? r->plans[i] : NULL;
 }
 
-int pcl_registry_refused_count(const pcl_registry_t *r) { return r ? r->n_refused : 0; }
+int pcl_registry_refused_count(const pcl_registry_t *r) {
+  return r ? r->n_refused : 0;
+}
 
 const char *pcl_registry_refused(const pcl_registry_t *r, int i) {
   return (r && i >= 0 && i < r->n_refused) ? r->refused[i] : NULL;

@@ -11,8 +11,12 @@ static inline uint32_t rd32(const uint8_t *p) {
   memcpy(&v, p, 4);
   return v;
 }
-static inline void wr32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
-static inline uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static inline void wr32(uint8_t *p, uint32_t v) {
+  memcpy(p, &v, 4);
+}
+static inline uint64_t umin(uint64_t a, uint64_t b) {
+  return a < b ? a : b;
+}
 
 static const char *buf_word(int t) {
   return t == PCL_PLAN_BUF_INPUT ? "input" : t == PCL_PLAN_BUF_OUTPUT ? "output" : "scratch";
@@ -79,10 +83,13 @@ static int resolve(sim_t *s, sim_rank_t *r, int b, const pcl_plan_op_t *op, int 
   /* Limits from this call's sizes (the owner's own layout may already be another call's). */
   sim_call_t *c = &s->calls[r->call];
   uint64_t limit;
-  if (ref->type == PCL_PLAN_BUF_INPUT) limit = c->in_bytes;
-  else if (ref->type == PCL_PLAN_BUF_OUTPUT) limit = c->out_bytes;
-  else limit = (uint64_t)ow->gpu->chunks[PCL_PLAN_BUF_SCRATCH] * l->chunk_bytes *
-               (s->plan->protocol == PCL_PLAN_PROTO_LL ? 2 : 1);
+  if (ref->type == PCL_PLAN_BUF_INPUT)
+    limit = c->in_bytes;
+  else if (ref->type == PCL_PLAN_BUF_OUTPUT)
+    limit = c->out_bytes;
+  else
+    limit = (uint64_t)ow->gpu->chunks[PCL_PLAN_BUF_SCRATCH] * l->chunk_bytes *
+            (s->plan->protocol == PCL_PLAN_PROTO_LL ? 2 : 1);
   uint64_t end = packet ? 2 * (off + bytes) : off + bytes;
   if (end > limit) {
     snprintf(text, sizeof(text), "operand [%llu, +%llu)%s is outside rank %d's %s (%llu bytes)",
@@ -145,7 +152,9 @@ static uint64_t packets_valid(sim_t *s, sim_rank_t *r, sim_block_t *k, const sim
                "waits for a packet with flag %u at payload byte %llu of rank %d's scratch "
                "(found flag %u%s)",
                want, (unsigned long long)(o->off + pos + j * s->P), o->owner, f,
-               f == 0 ? ": never written" : f > want ? ": from a later call" : ": stale, from an earlier call");
+               f == 0     ? ": never written"
+               : f > want ? ": from a later call"
+                          : ": stale, from an earlier call");
       return j * s->P;
     }
   }
@@ -164,7 +173,8 @@ static void gather(sim_t *s, const sim_operand_t *o, uint64_t pos, uint64_t n, u
       memcpy(out + j + 4, p + 8, 4);
     }
   } else {
-    for (uint64_t j = 0; j < n; j += 4, p += 8) memcpy(out + j, p, 4);
+    for (uint64_t j = 0; j < n; j += 4, p += 8)
+      memcpy(out + j, p, 4);
   }
 }
 
@@ -188,7 +198,8 @@ static void scatter(sim_t *s, sim_rank_t *r, const sim_operand_t *o, uint64_t po
     }
   }
   uint32_t *t = o->mem->tag + a / 4;
-  for (uint64_t w = 0; w < bytes / 4; w++) t[w] = tag;
+  for (uint64_t w = 0; w < bytes / 4; w++)
+    t[w] = tag;
 }
 
 /* Plain reads must see bytes written in the reader's call. */
@@ -196,13 +207,13 @@ static int check_written(sim_t *s, sim_rank_t *r, int b, int flat, const sim_ope
                          uint64_t pos, uint64_t n) {
   const uint32_t *t = o->mem->tag + (o->abs + pos) / 4;
   for (uint64_t w = 0; w < n / 4; w++) {
-    if ((t[w] >> 24) == r->ctag) continue;
+    if ((t[w] >> 24) == r->ctag)
+      continue;
     char who[256], text[640];
     sim_writer_desc(s, t[w], who, sizeof(who));
-    snprintf(text, sizeof(text),
-             "reads byte %llu of rank %d's %s, which %s (call %d, flag %u)",
-             (unsigned long long)(o->off + pos + 4 * w), o->owner, buf_word(o->type), who,
-             r->call, r->flag);
+    snprintf(text, sizeof(text), "reads byte %llu of rank %d's %s, which %s (call %d, flag %u)",
+             (unsigned long long)(o->off + pos + 4 * w), o->owner, buf_word(o->type), who, r->call,
+             r->flag);
     return op_fail(s, PCL_SIM_UNINIT, r->rank, b, flat, text);
   }
   return SIM_OP_DONE;
@@ -216,35 +227,45 @@ static int xfer(sim_t *s, sim_rank_t *r, int b, int flat, const sim_operand_t *s
   sim_block_t *k = &r->blocks[b];
   uint64_t unit = reduce && s->es > 4 ? s->es : 4;
   for (int i = 0; i < nsrc; i++)
-    if (src[i].packet && unit < s->P) unit = s->P;
+    if (src[i].packet && unit < s->P)
+      unit = s->P;
   for (int i = 0; i < ndst; i++)
-    if (dst[i].packet && unit < s->P) unit = s->P;
+    if (dst[i].packet && unit < s->P)
+      unit = s->P;
   if (k->len % unit) {
     char text[160];
-    snprintf(text, sizeof(text), "moves %llu bytes, not a multiple of %llu (packet payload / "
-             "element size)", (unsigned long long)k->len, (unsigned long long)unit);
+    snprintf(text, sizeof(text),
+             "moves %llu bytes, not a multiple of %llu (packet payload / "
+             "element size)",
+             (unsigned long long)k->len, (unsigned long long)unit);
     return op_fail(s, PCL_SIM_ERROR, r->rank, b, flat, text);
   }
   uint32_t tag = (r->ctag << 24) | wid_of(s, r->rank, b, flat);
   while (k->pos < k->len) {
-    if (budget < unit && *used > 0) return SIM_OP_MORE;
+    if (budget<unit && * used> 0)
+      return SIM_OP_MORE;
     uint64_t n = umin(umin(k->len - k->pos, SIM_STEP_MAX), budget < unit ? unit : budget);
     n -= n % unit;
     for (int i = 0; i < nsrc; i++) {
-      if (!src[i].packet) continue;
+      if (!src[i].packet)
+        continue;
       uint64_t v = packets_valid(s, r, k, &src[i], k->pos, n);
-      if (v < n) n = v - v % unit;
-      if (n == 0) return SIM_OP_BLOCKED;
+      if (v < n)
+        n = v - v % unit;
+      if (n == 0)
+        return SIM_OP_BLOCKED;
     }
     for (int i = 0; i < nsrc; i++)
-      if (!src[i].packet && check_written(s, r, b, flat, &src[i], k->pos, n)) return SIM_OP_FAILED;
+      if (!src[i].packet && check_written(s, r, b, flat, &src[i], k->pos, n))
+        return SIM_OP_FAILED;
     if (nsrc > 0) {
       gather(s, &src[0], k->pos, n, s->tmp_acc);
       for (int i = 1; i < nsrc && reduce; i++) {
         gather(s, &src[i], k->pos, n, s->tmp_src);
         pcl_sim_reduce(s->dt, rop, s->tmp_acc, s->tmp_src, n / s->es);
       }
-      for (int i = 0; i < ndst; i++) scatter(s, r, &dst[i], k->pos, n, s->tmp_acc, tag);
+      for (int i = 0; i < ndst; i++)
+        scatter(s, r, &dst[i], k->pos, n, s->tmp_acc, tag);
     }
     k->pos += n;
     *used += n;
@@ -272,7 +293,8 @@ static int do_signal(sim_t *s, sim_rank_t *r, int b, int flat, const pcl_plan_op
   sim_block_t *k = &r->blocks[b];
   for (; k->phase < op->n_channels; k->phase++) {
     const pcl_plan_channel_t *ch;
-    if (chan_of(s, r, b, flat, op, k->phase, &ch)) return SIM_OP_FAILED;
+    if (chan_of(s, r, b, flat, op, k->phase, &ch))
+      return SIM_OP_FAILED;
     if (op->channel_type == PCL_PLAN_CHAN_MEMORY) {
       /* Release semantics: every write of this block so far is already in place (the
        * simulator's writes are immediate), so bumping the counter publishes them. */
@@ -298,7 +320,8 @@ static int do_wait(sim_t *s, sim_rank_t *r, int b, int flat, const pcl_plan_op_t
   if (k->phase == 0) {
     for (int i = 0; i < op->n_channels; i++) {
       const pcl_plan_channel_t *ch;
-      if (chan_of(s, r, b, flat, op, i, &ch)) return SIM_OP_FAILED;
+      if (chan_of(s, r, b, flat, op, i, &ch))
+        return SIM_OP_FAILED;
       k->target[i] = ++r->expected[t][op->gpu_channels[i]];
     }
     k->phase = 1;
@@ -319,7 +342,8 @@ static int do_wait(sim_t *s, sim_rank_t *r, int b, int flat, const pcl_plan_op_t
 /* Waits until the proxy completed every trigger up to FIFO position target[0]. */
 static int wait_flushed(sim_t *s, sim_rank_t *r, int b) {
   sim_block_t *k = &r->blocks[b];
-  if (r->proxy.tail >= k->target[0]) return SIM_OP_DONE;
+  if (r->proxy.tail >= k->target[0])
+    return SIM_OP_DONE;
   snprintf(k->why, sizeof(k->why), "waits for the proxy to flush (done %llu of %llu requests)",
            (unsigned long long)r->proxy.tail, (unsigned long long)k->target[0]);
   return SIM_OP_BLOCKED;
@@ -339,19 +363,21 @@ static int do_flush(sim_t *s, sim_rank_t *r, int b, int flat, const pcl_plan_op_
     }
     k->target[0] = r->proxy.head;
   }
-  if (op->n_channels == 0) return SIM_OP_DONE;
+  if (op->n_channels == 0)
+    return SIM_OP_DONE;
   return wait_flushed(s, r, b);
 }
 
 /* Port-channel transfers: one trigger per destination (channel i serves dst i). phase counts
  * pushed triggers; `first` is the first destination index, `src` the source for all of them
  * (NULL: src[min(i, nsrc-1)]). */
-static int port_push(sim_t *s, sim_rank_t *r, int b, int flat, const pcl_plan_op_t *op,
-                     int first, const sim_operand_t *src, uint8_t kind, int base_phase) {
+static int port_push(sim_t *s, sim_rank_t *r, int b, int flat, const pcl_plan_op_t *op, int first,
+                     const sim_operand_t *src, uint8_t kind, int base_phase) {
   sim_block_t *k = &r->blocks[b];
   for (int i = first + (k->phase - base_phase); i < k->ndst; i++, k->phase++) {
     const pcl_plan_channel_t *ch;
-    if (chan_of(s, r, b, flat, op, i - first, &ch)) return SIM_OP_FAILED;
+    if (chan_of(s, r, b, flat, op, i - first, &ch))
+      return SIM_OP_FAILED;
     const sim_operand_t *so = src ? src : &k->src[i < k->nsrc ? i : k->nsrc - 1];
     const sim_operand_t *d = &k->dst[i];
     if (!d->remote || d->owner != ch->peer) {
@@ -391,7 +417,8 @@ static int do_barrier(sim_t *s, sim_rank_t *r, int b, int flat, const pcl_plan_o
     k->target[0] = k->bar_passes[id] * op->num_threadblocks;
     k->phase = 1;
   }
-  if (r->bar_arrivals[id] >= k->target[0]) return SIM_OP_DONE;
+  if (r->bar_arrivals[id] >= k->target[0])
+    return SIM_OP_DONE;
   snprintf(k->why, sizeof(k->why), "waits at barrier %d: %llu of %u blocks arrived", id,
            (unsigned long long)(r->bar_arrivals[id] - (k->target[0] - op->num_threadblocks)),
            op->num_threadblocks);
@@ -426,24 +453,31 @@ static ncclRedOp_t red_of(const sim_t *s, const pcl_plan_op_t *op) {
 
 /* ---- Dispatch -------------------------------------------------------------------------- */
 
-int sim_op_exec(sim_t *s, sim_rank_t *r, int b, const pcl_plan_op_t *op, int flat,
-                uint64_t budget, uint64_t *used) {
+int sim_op_exec(sim_t *s, sim_rank_t *r, int b, const pcl_plan_op_t *op, int flat, uint64_t budget,
+                uint64_t *used) {
   sim_block_t *k = &r->blocks[b];
   *used = 0;
-  if (!k->started && op_start(s, r, b, op, flat)) return SIM_OP_FAILED;
+  if (!k->started && op_start(s, r, b, op, flat))
+    return SIM_OP_FAILED;
   k->why[0] = 0;
   int port = op->channel_type == PCL_PLAN_CHAN_PORT;
   ncclRedOp_t rop = red_of(s, op);
   switch (op->type) {
-  case PCL_PLAN_OP_NOP: return SIM_OP_DONE;
-  case PCL_PLAN_OP_BARRIER: return do_barrier(s, r, b, flat, op);
+  case PCL_PLAN_OP_NOP:
+    return SIM_OP_DONE;
+  case PCL_PLAN_OP_BARRIER:
+    return do_barrier(s, r, b, flat, op);
   case PCL_PLAN_OP_SIGNAL:
-  case PCL_PLAN_OP_RLXSIGNAL: return do_signal(s, r, b, flat, op);
+  case PCL_PLAN_OP_RLXSIGNAL:
+    return do_signal(s, r, b, flat, op);
   case PCL_PLAN_OP_WAIT:
-  case PCL_PLAN_OP_RLXWAIT: return do_wait(s, r, b, flat, op);
-  case PCL_PLAN_OP_FLUSH: return do_flush(s, r, b, flat, op);
+  case PCL_PLAN_OP_RLXWAIT:
+    return do_wait(s, r, b, flat, op);
+  case PCL_PLAN_OP_FLUSH:
+    return do_flush(s, r, b, flat, op);
   case PCL_PLAN_OP_SEM_ACQUIRE:
-  case PCL_PLAN_OP_SEM_RELEASE: return do_sem(s, r, b, flat, op);
+  case PCL_PLAN_OP_SEM_RELEASE:
+    return do_sem(s, r, b, flat, op);
   case PCL_PLAN_OP_COPY:
   case PCL_PLAN_OP_CPKT:
   case PCL_PLAN_OP_UPKT:
@@ -460,11 +494,14 @@ int sim_op_exec(sim_t *s, sim_rank_t *r, int b, const pcl_plan_op_t *op, int fla
         return op_fail(s, PCL_SIM_ERROR, r->rank, b, flat,
                        "a port-channel ppkt copies packets: its source must be scratch");
       uint8_t kind = SIM_TRIG_DATA;
-      if (op->type == PCL_PLAN_OP_PWS) kind |= SIM_TRIG_FLAG;
-      if (op->type == PCL_PLAN_OP_PWSF) kind |= SIM_TRIG_FLAG | SIM_TRIG_SYNC;
+      if (op->type == PCL_PLAN_OP_PWS)
+        kind |= SIM_TRIG_FLAG;
+      if (op->type == PCL_PLAN_OP_PWSF)
+        kind |= SIM_TRIG_FLAG | SIM_TRIG_SYNC;
       if (k->phase < k->ndst) {
         int rc = port_push(s, r, b, flat, op, 0, NULL, kind, 0);
-        if (rc != SIM_OP_DONE) return rc;
+        if (rc != SIM_OP_DONE)
+          return rc;
       }
       return op->type == PCL_PLAN_OP_PWSF ? wait_flushed(s, r, b) : SIM_OP_DONE;
     }
@@ -474,16 +511,19 @@ int sim_op_exec(sim_t *s, sim_rank_t *r, int b, const pcl_plan_op_t *op, int fla
       const sim_operand_t *so = &k->src[i < k->nsrc ? i : k->nsrc - 1];
       int rc = xfer(s, r, b, flat, so, 1, 0, rop, &k->dst[i < k->ndst ? i : k->ndst - 1], 1,
                     budget > *used ? budget - *used : 0, used);
-      if (rc != SIM_OP_DONE) return rc;
+      if (rc != SIM_OP_DONE)
+        return rc;
       k->phase++;
       k->pos = 0;
     }
     return SIM_OP_DONE;
   case PCL_PLAN_OP_RPPKT:
-    if (!port) return xfer(s, r, b, flat, k->src, 1, 0, rop, k->dst, k->ndst, budget, used);
+    if (!port)
+      return xfer(s, r, b, flat, k->src, 1, 0, rop, k->dst, k->ndst, budget, used);
     if (k->phase == 0) { /* every packet must be there before the proxy copies them */
       int rc = xfer(s, r, b, flat, k->src, 1, 0, rop, NULL, 0, budget, used);
-      if (rc != SIM_OP_DONE) return rc;
+      if (rc != SIM_OP_DONE)
+        return rc;
       k->phase = 1;
     }
     {
@@ -503,16 +543,19 @@ int sim_op_exec(sim_t *s, sim_rank_t *r, int b, const pcl_plan_op_t *op, int fla
                      "writes remote results directly: needs memory channels");
     return xfer(s, r, b, flat, k->src, k->nsrc, 1, rop, k->dst, k->ndst, budget, used);
   case PCL_PLAN_OP_RECSPKT:
-    if (!port) return xfer(s, r, b, flat, k->src, k->nsrc, 1, rop, k->dst, k->ndst, budget, used);
+    if (!port)
+      return xfer(s, r, b, flat, k->src, k->nsrc, 1, rop, k->dst, k->ndst, budget, used);
     /* Port flavour: reduce into dst[0] and the local packet copy dst[1], then the proxy puts
      * dst[1]'s packets to every remote scratch dst[2..]. */
     if (k->phase == 0) {
       int nd = k->ndst < 2 ? k->ndst : 2;
       int rc = xfer(s, r, b, flat, k->src, k->nsrc, 1, rop, k->dst, nd, budget, used);
-      if (rc != SIM_OP_DONE) return rc;
+      if (rc != SIM_OP_DONE)
+        return rc;
       k->phase = 1;
     }
-    if (k->ndst < 2) return SIM_OP_DONE;
+    if (k->ndst < 2)
+      return SIM_OP_DONE;
     return port_push(s, r, b, flat, op, 2, &k->dst[1], SIM_TRIG_DATA, 1);
   default: {
     char text[96];

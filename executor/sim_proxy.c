@@ -9,7 +9,8 @@
 int sim_proxy_push(sim_t *s, sim_rank_t *r, const sim_trigger_t *t) {
   (void)s;
   sim_proxy_t *p = &r->proxy;
-  if (p->head - p->tail >= SIM_FIFO_CAP) return 0;
+  if (p->head - p->tail >= SIM_FIFO_CAP)
+    return 0;
   sim_trigger_t *slot = &p->ring[p->head % SIM_FIFO_CAP];
   *slot = *t;
   slot->done = 0;
@@ -24,8 +25,10 @@ int sim_proxy_step(sim_t *s, sim_rank_t *r, uint64_t budget) {
     sim_trigger_t *t = &p->ring[p->tail % SIM_FIFO_CAP];
     if ((t->kind & SIM_TRIG_DATA) && t->done < t->bytes) {
       uint64_t n = t->bytes - t->done;
-      if (n > budget) n = budget < 4 ? 4 : budget & ~(uint64_t)3;
-      if (n > t->bytes - t->done) n = t->bytes - t->done;
+      if (n > budget)
+        n = budget < 4 ? 4 : budget & ~(uint64_t)3;
+      if (n > t->bytes - t->done)
+        n = t->bytes - t->done;
       /* The source must still hold what the pushing call wrote (not yet overwritten by a later
        * call, and written at all): a put of stale or unwritten bytes is a plan bug. */
       const uint32_t *st = t->src_mem->tag + (t->src_abs + t->done) / 4;
@@ -39,7 +42,8 @@ int sim_proxy_step(sim_t *s, sim_rank_t *r, uint64_t budget) {
           for (int rk = 0; rk < s->n && !path[0]; rk++)
             for (int b = 0; b < s->plan->gpus[rk].n_blocks; b++) {
               int base = s->gop_base[rk * s->plan->max_blocks + b];
-              if (wid > (uint32_t)base && wid <= (uint32_t)(base + s->plan->gpus[rk].blocks[b].n_ops)) {
+              if (wid > (uint32_t)base &&
+                  wid <= (uint32_t)(base + s->plan->gpus[rk].blocks[b].n_ops)) {
                 sim_op_path(s, rk, b, (int)(wid - (uint32_t)base - 1), path, sizeof(path));
                 break;
               }
@@ -54,11 +58,13 @@ int sim_proxy_step(sim_t *s, sim_rank_t *r, uint64_t budget) {
       memcpy(t->dst_mem->data + t->dst_abs + t->done, t->src_mem->data + t->src_abs + t->done, n);
       uint32_t *dt = t->dst_mem->tag + (t->dst_abs + t->done) / 4;
       uint32_t tag = (t->ctag << 24) | t->wid;
-      for (uint64_t w = 0; w < n / 4; w++) dt[w] = tag;
+      for (uint64_t w = 0; w < n / 4; w++)
+        dt[w] = tag;
       t->done += n;
       budget = budget > n ? budget - n : 0;
       progressed = 1;
-      if (t->done < t->bytes) break;
+      if (t->done < t->bytes)
+        break;
     }
     if (t->kind & SIM_TRIG_FLAG)
       s->ranks[t->sig_rank].inbound[PCL_PLAN_CHAN_PORT][t->sig_chan]++;

@@ -62,10 +62,14 @@ static size_t hash_ptr(const void *p, size_t cap) {
 
 /* Index of `p` in the table, or -1. Caller holds reg_lock. */
 static long find_locked(const void *p) {
-  if (table_cap == 0 || p == NULL) return -1;
-  for (size_t i = hash_ptr(p, table_cap), n = 0; n < table_cap; i = (i + 1) & (table_cap - 1), n++) {
-    if (table[i] == NULL) return -1;
-    if (table[i] == p) return (long)i;
+  if (table_cap == 0 || p == NULL)
+    return -1;
+  for (size_t i = hash_ptr(p, table_cap), n = 0; n < table_cap;
+       i = (i + 1) & (table_cap - 1), n++) {
+    if (table[i] == NULL)
+      return -1;
+    if (table[i] == p)
+      return (long)i;
   }
   return -1;
 }
@@ -73,14 +77,18 @@ static long find_locked(const void *p) {
 static ncclResult_t insert_locked(struct ncclComm *c) {
   if ((table_used + 1) * 2 > table_cap) {
     size_t cap = table_cap ? table_cap * 2 : 64;
-    while (table_live * 4 > cap) cap *= 2;
+    while (table_live * 4 > cap)
+      cap *= 2;
     struct ncclComm **t = pcl_calloc(cap, sizeof(*t), "comm registry");
-    if (t == NULL) return ncclSystemError;
+    if (t == NULL)
+      return ncclSystemError;
     for (size_t i = 0; i < table_cap; i++) {
       struct ncclComm *e = table[i];
-      if (e == NULL || e == TOMBSTONE) continue;
+      if (e == NULL || e == TOMBSTONE)
+        continue;
       size_t j = hash_ptr(e, cap);
-      while (t[j] != NULL) j = (j + 1) & (cap - 1);
+      while (t[j] != NULL)
+        j = (j + 1) & (cap - 1);
       t[j] = e;
     }
     pcl_free(table);
@@ -89,8 +97,10 @@ static ncclResult_t insert_locked(struct ncclComm *c) {
     table_used = table_live;
   }
   size_t i = hash_ptr(c, table_cap);
-  while (table[i] != NULL && table[i] != TOMBSTONE) i = (i + 1) & (table_cap - 1);
-  if (table[i] == NULL) table_used++;
+  while (table[i] != NULL && table[i] != TOMBSTONE)
+    i = (i + 1) & (table_cap - 1);
+  if (table[i] == NULL)
+    table_used++;
   table[i] = c;
   table_live++;
   return ncclSuccess;
@@ -98,7 +108,8 @@ static ncclResult_t insert_locked(struct ncclComm *c) {
 
 ncclResult_t pcl_comm_create(int rank, int nranks, struct ncclComm *parent, struct ncclComm **out) {
   struct ncclComm *c;
-  if (PCL_CALLOC(c, 1, "communicator") == NULL) return ncclSystemError;
+  if (PCL_CALLOC(c, 1, "communicator") == NULL)
+    return ncclSystemError;
   c->start_magic = PCL_COMM_START_MAGIC;
   c->end_magic = PCL_COMM_END_MAGIC;
   c->rank = rank;
@@ -130,7 +141,8 @@ ncclResult_t pcl_comm_destroy(struct ncclComm *c) {
   gen_bump_locked(); /* every thread's cached entries are stale from here on */
   /* Children keep a pointer to their parent only for information; forget a dying parent. */
   for (size_t k = 0; k < table_cap; k++)
-    if (table[k] != NULL && table[k] != TOMBSTONE && table[k]->parent == c) table[k]->parent = NULL;
+    if (table[k] != NULL && table[k] != TOMBSTONE && table[k]->parent == c)
+      table[k]->parent = NULL;
   struct ncclComm *evicted = graveyard[graveyard_next];
   graveyard[graveyard_next] = c;
   graveyard_next = (graveyard_next + 1) % GRAVEYARD_SLOTS;
@@ -173,7 +185,8 @@ ncclResult_t pcl_comm_lookup(const char *fn, ncclComm_t handle, const void *call
   struct tl_entry *e = &tl_cache[hash_ptr(handle, TL_CACHE_SLOTS)];
   uint64_t gen = atomic_load_explicit(&reg_gen, memory_order_acquire);
   if (e->handle == handle && e->gen == gen) {
-    if (!magic_ok(fn, handle)) return ncclInvalidArgument;
+    if (!magic_ok(fn, handle))
+      return ncclInvalidArgument;
     *c = handle;
     *real = pcl_comm_real(handle); /* read each time: a deferred real init fills it later */
     return ncclSuccess;
@@ -185,7 +198,8 @@ ncclResult_t pcl_comm_lookup(const char *fn, ncclComm_t handle, const void *call
     e->handle = handle;
     e->gen = atomic_load_explicit(&reg_gen, memory_order_relaxed);
     pthread_mutex_unlock(&reg_lock);
-    if (!magic_ok(fn, handle)) return ncclInvalidArgument;
+    if (!magic_ok(fn, handle))
+      return ncclInvalidArgument;
     *c = handle;
     *real = pcl_comm_real(handle);
     return ncclSuccess;
@@ -215,20 +229,25 @@ ncclResult_t pcl_comm_lookup(const char *fn, ncclComm_t handle, const void *call
 ncclResult_t pcl_comm_lookup_real(const char *fn, ncclComm_t handle, const void *caller,
                                   struct ncclComm **c, ncclComm_t *real) {
   ncclResult_t res = pcl_comm_lookup(fn, handle, caller, c, real);
-  if (res != ncclSuccess) return res;
+  if (res != ncclSuccess)
+    return res;
   if (*real == NULL) {
-    PCL_WARN(PCL_LOG_SHIM, "%s: communicator %p has no real NCCL communicator (its init failed, or "
-             "runs inside a group that has not ended yet)", fn, (void *)handle);
+    PCL_WARN(PCL_LOG_SHIM,
+             "%s: communicator %p has no real NCCL communicator (its init failed, or "
+             "runs inside a group that has not ended yet)",
+             fn, (void *)handle);
     return ncclInvalidArgument;
   }
   return ncclSuccess;
 }
 
 void pcl_comm_learn_ranks(struct ncclComm *c) {
-  if (c->rank >= 0 && c->nranks > 0) return;
+  if (c->rank >= 0 && c->nranks > 0)
+    return;
   const struct pcl_nccl_fns *F = pcl_fallback_fns();
   ncclComm_t real = pcl_comm_real(c);
-  if (F == NULL || real == NULL || F->ncclCommCount == NULL || F->ncclCommUserRank == NULL) return;
+  if (F == NULL || real == NULL || F->ncclCommCount == NULL || F->ncclCommUserRank == NULL)
+    return;
   int n = -1, r = -1;
   if (F->ncclCommCount(real, &n) != ncclSuccess || F->ncclCommUserRank(real, &r) != ncclSuccess)
     return;
@@ -243,8 +262,8 @@ ncclResult_t pcl_comm_premul_add(struct ncclComm *c, ncclRedOp_t op) {
   pthread_mutex_lock(&c->lock);
   if (c->n_premul == c->cap_premul) {
     int cap = c->cap_premul ? c->cap_premul * 2 : 8;
-    ncclRedOp_t *ops = pcl_realloc(c->premul_ops, (size_t)c->cap_premul, (size_t)cap,
-                                   sizeof(*ops), "premulsum ops");
+    ncclRedOp_t *ops = pcl_realloc(c->premul_ops, (size_t)c->cap_premul, (size_t)cap, sizeof(*ops),
+                                   "premulsum ops");
     if (ops == NULL) {
       res = ncclSystemError;
       goto out;
@@ -275,7 +294,8 @@ int pcl_comm_premul_remove(struct ncclComm *c, ncclRedOp_t op) {
 int pcl_comm_premul_known(struct ncclComm *c, ncclRedOp_t op) {
   int found = 0;
   pthread_mutex_lock(&c->lock);
-  for (int i = 0; i < c->n_premul && !found; i++) found = c->premul_ops[i] == op;
+  for (int i = 0; i < c->n_premul && !found; i++)
+    found = c->premul_ops[i] == op;
   pthread_mutex_unlock(&c->lock);
   return found;
 }

@@ -58,13 +58,13 @@ struct ncclComm {
   /* planccl's own part. `pcl` is written once by the setup (release) before setup_state becomes
    * DONE (release); readers check setup_state (acquire) first. */
   struct pcl_comm_pcl *pcl;
-  _Atomic int setup_state;      /* pcl_setup_state_t */
-  ncclResult_t setup_result;    /* planccl setup errors never fail the comm: it degrades to
-                                   pass-through; this keeps the code for GetAsyncError logs */
-  pthread_t setup_thread;       /* PCL_SETUP_RUNNING: joined by destroy / GetAsyncError */
+  _Atomic int setup_state;   /* pcl_setup_state_t */
+  ncclResult_t setup_result; /* planccl setup errors never fail the comm: it degrades to
+                                pass-through; this keeps the code for GetAsyncError logs */
+  pthread_t setup_thread;    /* PCL_SETUP_RUNNING: joined by destroy / GetAsyncError */
   int setup_thread_live;
-  int nonblocking;              /* config->blocking == 0 or the real init returned InProgress */
-  char passthrough_why[160];    /* why this comm runs pass-through ("" when planned) */
+  int nonblocking;           /* config->blocking == 0 or the real init returned InProgress */
+  char passthrough_why[160]; /* why this comm runs pass-through ("" when planned) */
   struct pcl_comm_stats *stats;
   uint64_t path_logged[PCL_COLL_COUNT]; /* bit k: path of size class 2^k logged at INFO */
   struct pcl_dcache_entry dcache[PCL_DCACHE_SLOTS];

@@ -30,7 +30,8 @@ static void count_devices(void) {
 }
 
 int pcl_setup_possible(void) {
-  if (pcl_param_disable()) return 0;
+  if (pcl_param_disable())
+    return 0;
   pthread_once(&dev_once, count_devices);
   return dev_count > 0;
 }
@@ -38,8 +39,10 @@ int pcl_setup_possible(void) {
 /* Why planccl's part cannot run before any collective step; NULL when it can. Identical on every
  * rank given the same environment and id. */
 static const char *local_verdict(const struct pcl_setup_job *j) {
-  if (pcl_param_disable()) return "PLANCCL_DISABLE is set";
-  if (!pcl_setup_possible()) return "no CUDA device";
+  if (pcl_param_disable())
+    return "PLANCCL_DISABLE is set";
+  if (!pcl_setup_possible())
+    return "no CUDA device";
   if (j->kind == PCL_JOB_INIT && !j->has_handle)
     return "the unique id has no planccl part (made by a process without planccl)";
   return NULL;
@@ -54,10 +57,14 @@ static ncclResult_t shrink_bootstrap(const struct pcl_setup_job *j, pcl_bootstra
   int first = -1, newrank = -1, nsurv = 0;
   for (int r = 0; r < n; r++) {
     int gone = 0;
-    for (int k = 0; k < j->nexclude; k++) gone |= j->exclude[k] == r;
-    if (gone) continue;
-    if (first < 0) first = r;
-    if (r == me) newrank = nsurv;
+    for (int k = 0; k < j->nexclude; k++)
+      gone |= j->exclude[k] == r;
+    if (gone)
+      continue;
+    if (first < 0)
+      first = r;
+    if (r == me)
+      newrank = nsurv;
     nsurv++;
   }
   if (newrank < 0 || nsurv == 0) {
@@ -70,8 +77,10 @@ static ncclResult_t shrink_bootstrap(const struct pcl_setup_job *j, pcl_bootstra
     PCL_CHECK(pcl_bootstrap_root_create(&h));
     for (int r = first + 1; r < n; r++) {
       int gone = 0;
-      for (int k = 0; k < j->nexclude; k++) gone |= j->exclude[k] == r;
-      if (!gone) PCL_CHECK(pcl_bootstrap_send(parent, r, TAG_SHRINK_ROOT, &h, sizeof(h)));
+      for (int k = 0; k < j->nexclude; k++)
+        gone |= j->exclude[k] == r;
+      if (!gone)
+        PCL_CHECK(pcl_bootstrap_send(parent, r, TAG_SHRINK_ROOT, &h, sizeof(h)));
     }
   } else {
     PCL_CHECK(pcl_bootstrap_recv(parent, first, TAG_SHRINK_ROOT, &h, sizeof(h)));
@@ -99,25 +108,30 @@ static void run_job(struct pcl_setup_job *j) {
     snprintf(why, sizeof(why), "%s", v);
   } else if (j->kind == PCL_JOB_INIT) {
     res = pcl_bootstrap_create(&j->handle, j->rank, j->nranks, c ? &c->abort_flag : NULL, &boot);
-    if (res != ncclSuccess) snprintf(why, sizeof(why), "bootstrap failed");
+    if (res != ncclSuccess)
+      snprintf(why, sizeof(why), "bootstrap failed");
   } else if (parent == NULL) {
     snprintf(why, sizeof(why), "the parent communicator runs pass-through");
   } else if (j->kind == PCL_JOB_SPLIT) {
     /* Every rank of the parent takes part, NCCL_SPLIT_NOCOLOR ones too (they get no child). */
     res = pcl_bootstrap_split(parent->boot, j->color, j->key, &boot);
-    if (res != ncclSuccess) snprintf(why, sizeof(why), "bootstrap split failed");
+    if (res != ncclSuccess)
+      snprintf(why, sizeof(why), "bootstrap split failed");
   } else if (j->shrink_flags & NCCL_SHRINK_ABORT) {
-    snprintf(why, sizeof(why), "NCCL_SHRINK_ABORT: the excluded ranks may be dead, so the "
+    snprintf(why, sizeof(why),
+             "NCCL_SHRINK_ABORT: the excluded ranks may be dead, so the "
              "survivors do not build channels over the parent");
   } else {
     res = shrink_bootstrap(j, parent->boot, &boot);
-    if (res != ncclSuccess) snprintf(why, sizeof(why), "shrink bootstrap failed");
+    if (res != ncclSuccess)
+      snprintf(why, sizeof(why), "shrink bootstrap failed");
   }
   if (boot != NULL && c == NULL) { /* NOCOLOR: not expected to get a bootstrap, drop it */
     pcl_bootstrap_destroy(boot);
     boot = NULL;
   }
-  if (c == NULL) goto out;
+  if (c == NULL)
+    goto out;
   if (boot != NULL) {
     pcl_log_set_thread_rank(pcl_bootstrap_rank(boot), j->cuda_dev);
     pcl_comm_res_create(boot, j->cuda_dev, &p, why, sizeof(why)); /* owns boot */
@@ -131,26 +145,31 @@ static void run_job(struct pcl_setup_job *j) {
     c->ranks_per_node = p->ranks_per_node;
   } else {
     snprintf(c->passthrough_why, sizeof(c->passthrough_why), "%s", why);
-    PCL_INFO(PCL_LOG_INIT | PCL_LOG_SHIM, "communicator %p (rank %d of %d): pass-through mode, "
-             "every call goes to the real NCCL: %s", (void *)c, c->rank, c->nranks, why);
+    PCL_INFO(PCL_LOG_INIT | PCL_LOG_SHIM,
+             "communicator %p (rank %d of %d): pass-through mode, "
+             "every call goes to the real NCCL: %s",
+             (void *)c, c->rank, c->nranks, why);
   }
   if (c->stats == NULL && pcl_stats_create(p ? p->reg : NULL, &c->stats) != ncclSuccess)
     c->stats = NULL;
   __atomic_store_n(&c->pcl, p, __ATOMIC_RELEASE);
   __atomic_store_n((int *)&c->setup_state, PCL_SETUP_DONE, __ATOMIC_RELEASE);
 out:
-  if (prev_dev >= 0 && prev_dev != j->cuda_dev) cudaSetDevice(prev_dev);
+  if (prev_dev >= 0 && prev_dev != j->cuda_dev)
+    cudaSetDevice(prev_dev);
 }
 
 static void free_job(struct pcl_setup_job *j) {
-  if (j == NULL) return;
+  if (j == NULL)
+    return;
   pcl_free(j->exclude);
   pcl_free(j);
 }
 
 static struct pcl_setup_job *copy_job(const struct pcl_setup_job *job) {
   struct pcl_setup_job *j;
-  if (PCL_CALLOC(j, 1, "setup job") == NULL) return NULL;
+  if (PCL_CALLOC(j, 1, "setup job") == NULL)
+    return NULL;
   *j = *job;
   j->exclude = NULL;
   if (job->nexclude > 0 && job->exclude != NULL) {
@@ -178,7 +197,8 @@ void pcl_setup_run_all(struct pcl_setup_job **jobs, int n) {
   }
   pthread_t *th = NULL;
   int *started = NULL;
-  if (n <= 0) return;
+  if (n <= 0)
+    return;
   PCL_CALLOC(th, (size_t)n, "setup threads");
   PCL_CALLOC(started, (size_t)n, "setup threads started");
   for (int i = 0; i < n; i++) {
@@ -191,17 +211,20 @@ void pcl_setup_run_all(struct pcl_setup_job **jobs, int n) {
     struct ncclComm *c = jobs[i]->c;
     jobs[i]->kind = PCL_JOB_INIT;
     jobs[i]->has_handle = 0;
-    if (c != NULL) run_job(jobs[i]);
+    if (c != NULL)
+      run_job(jobs[i]);
     free_job(jobs[i]);
   }
   for (int i = 0; i < n; i++)
-    if (started != NULL && started[i]) pthread_join(th[i], NULL);
+    if (started != NULL && started[i])
+      pthread_join(th[i], NULL);
   pcl_free(started);
   pcl_free(th);
 }
 
 void pcl_setup_join(struct ncclComm *c, int wait) {
-  if (c == NULL) return;
+  if (c == NULL)
+    return;
   pthread_mutex_lock(&c->lock);
   if (c->setup_thread_live && (wait || pcl_setup_state(c) == PCL_SETUP_DONE)) {
     pthread_join(c->setup_thread, NULL);
@@ -211,9 +234,11 @@ void pcl_setup_join(struct ncclComm *c, int wait) {
 }
 
 ncclResult_t pcl_setup_submit(const struct pcl_setup_job *job) {
-  if (pcl_group_depth() > 0) return pcl_group_defer_setup(job);
+  if (pcl_group_depth() > 0)
+    return pcl_group_defer_setup(job);
   struct pcl_setup_job *j = copy_job(job);
-  if (j == NULL) return ncclSystemError;
+  if (j == NULL)
+    return ncclSystemError;
   /* A non-blocking comm whose setup has a collective step runs it on a helper thread; one that
    * degrades to pass-through at once (no bootstrap) finishes here, without a thread. */
   if (j->c != NULL && j->c->nonblocking && local_verdict(j) == NULL) {
@@ -222,7 +247,8 @@ ncclResult_t pcl_setup_submit(const struct pcl_setup_job *job) {
     int err = pthread_create(&j->c->setup_thread, NULL, job_thread, j);
     j->c->setup_thread_live = err == 0;
     pthread_mutex_unlock(&j->c->lock);
-    if (err == 0) return ncclSuccess;
+    if (err == 0)
+      return ncclSuccess;
     j->has_handle = 0; /* no thread: pass-through */
     j->kind = PCL_JOB_INIT;
   }

@@ -108,7 +108,8 @@ void pcl_stats_print(struct ncclComm *c);
 uint32_t pcl_stats_slot(const struct pcl_comm_stats *s, const struct pcl_dispatch_decision *d);
 static inline void pcl_stats_add(struct pcl_comm_stats *s, pcl_coll_t coll, uint32_t slot,
                                  uint64_t bytes) {
-  if (s == NULL || slot >= (uint32_t)s->nslots) return;
+  if (s == NULL || slot >= (uint32_t)s->nslots)
+    return;
   struct pcl_stat_cell *cell = &s->cells[(size_t)coll * (size_t)s->nslots + slot];
   cell->calls++;
   cell->bytes += bytes;
@@ -121,7 +122,8 @@ void pcl_stats_log_path(struct ncclComm *c, const struct pcl_coll_args *a, int i
 
 /* Inside a group: queue a planned call for the outermost ncclGroupEnd / note a forwarded one
  * (its stream orders later planned calls, see group.c). */
-ncclResult_t pcl_group_enqueue(const struct pcl_coll_args *a, const struct pcl_dispatch_decision *d);
+ncclResult_t pcl_group_enqueue(const struct pcl_coll_args *a,
+                               const struct pcl_dispatch_decision *d);
 ncclResult_t pcl_group_note_forward(const struct pcl_coll_args *a);
 /* Inside a group: queue a setup job for the outermost ncclGroupEnd (copied). */
 ncclResult_t pcl_group_defer_setup(const struct pcl_setup_job *job);

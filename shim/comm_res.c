@@ -30,7 +30,8 @@ static ncclResult_t agree_all(pcl_bootstrap_t *boot, int ok, uint64_t hash, int 
                               int *same_plans) {
   int n = pcl_bootstrap_nranks(boot), r = pcl_bootstrap_rank(boot);
   struct agree *all = NULL;
-  if (PCL_CALLOC(all, (size_t)n, "agreement") == NULL) return ncclSystemError;
+  if (PCL_CALLOC(all, (size_t)n, "agreement") == NULL)
+    return ncclSystemError;
   all[r].ok = ok;
   all[r].plans_hash = hash;
   ncclResult_t res = pcl_bootstrap_allgather(boot, all, sizeof(*all));
@@ -47,7 +48,8 @@ static ncclResult_t agree_all(pcl_bootstrap_t *boot, int ok, uint64_t hash, int 
 static void fill_caps(struct pcl_kernel_caps *caps) {
   memset(caps, 0, sizeof(*caps));
   for (int t = 0; t < (int)ncclNumTypes; t++) {
-    if (!pcl_kernels_dtype_supported((ncclDataType_t)t)) continue;
+    if (!pcl_kernels_dtype_supported((ncclDataType_t)t))
+      continue;
     caps->dtypes |= 1u << t;
     for (int op = 0; op < (int)ncclNumOps; op++)
       if (pcl_kernels_redop_supported((ncclDataType_t)t, (ncclRedOp_t)op))
@@ -56,11 +58,13 @@ static void fill_caps(struct pcl_kernel_caps *caps) {
 }
 
 void pcl_comm_res_destroy(struct pcl_comm_pcl *p, int abort) {
-  if (p == NULL) return;
+  if (p == NULL)
+    return;
   int prev = -1;
   cudaGetDevice(&prev);
   cudaSetDevice(p->cuda_dev);
-  if (abort && p->exec != NULL) pcl_exec_abort(p->exec);
+  if (abort && p->exec != NULL)
+    pcl_exec_abort(p->exec);
   /* Our kernels finish (or, aborted, give up) before their channels and scratch go away. A
    * kernel waits only for peers that already launched the same call, so this never waits on a
    * peer that is not itself making progress. */
@@ -71,7 +75,8 @@ void pcl_comm_res_destroy(struct pcl_comm_pcl *p, int abort) {
   pcl_mem_free(p->scratch);
   pcl_topo_destroy(p->topo);
   pcl_bootstrap_destroy(p->boot);
-  if (prev >= 0) cudaSetDevice(prev);
+  if (prev >= 0)
+    cudaSetDevice(prev);
   pcl_free(p);
 }
 
@@ -117,7 +122,8 @@ static ncclResult_t alloc_scratch(struct pcl_comm_pcl *p, uint64_t need, int *go
                  : "could not allocate the scratch buffer");
   else
     *go = 1;
-  if (*go) p->scratch_bytes = p->scratch->bytes;
+  if (*go)
+    p->scratch_bytes = p->scratch->bytes;
   return ncclSuccess;
 }
 
@@ -144,13 +150,19 @@ static int create_channels(struct pcl_comm_pcl *p, int *nmem, char *why, size_t 
     WHY("plans open %d port channels to one peer (at most %d)", nport, PCL_PORTCHAN_MAX_CHANNELS);
     return -1;
   }
-  if (nport == 0) return 0;
+  if (nport == 0)
+    return 0;
   /* One host with peer access everywhere (check_eligible): the copy engine to every peer. */
-  pcl_portchan_config_t pcfg = {.cuda_dev = p->cuda_dev, .bus_id = NULL, .nchannels = nport,
-                                .kind = NULL, .memchan = p->memchan, .scratch = p->scratch->ptr,
+  pcl_portchan_config_t pcfg = {.cuda_dev = p->cuda_dev,
+                                .bus_id = NULL,
+                                .nchannels = nport,
+                                .kind = NULL,
+                                .memchan = p->memchan,
+                                .scratch = p->scratch->ptr,
                                 .scratch_bytes = p->scratch_bytes};
   const pcl_topo_rank_t *me = pcl_topo_rank_info(p->topo, p->rank);
-  if (me != NULL) pcfg.bus_id = me->bus_id;
+  if (me != NULL)
+    pcfg.bus_id = me->bus_id;
   if (pcl_portchan_create(p->boot, &pcfg, &p->portchan) != ncclSuccess) {
     p->portchan = NULL;
     WHY("port channels could not be set up");
@@ -162,14 +174,19 @@ static int create_channels(struct pcl_comm_pcl *p, int *nmem, char *why, size_t 
 /* Phase 4: the executor context (it loads every kernel variant on this device before any can
  * spin), then agreement on it. */
 static ncclResult_t create_executor(struct pcl_comm_pcl *p, int *go, char *why, size_t whylen) {
-  pcl_exec_config_t ecfg = {.cuda_dev = p->cuda_dev, .rank = p->rank, .nranks = p->nranks,
-                            .memchan = p->memchan, .portchan = p->portchan,
-                            .scratch = p->scratch->ptr, .scratch_bytes = p->scratch_bytes,
+  pcl_exec_config_t ecfg = {.cuda_dev = p->cuda_dev,
+                            .rank = p->rank,
+                            .nranks = p->nranks,
+                            .memchan = p->memchan,
+                            .portchan = p->portchan,
+                            .scratch = p->scratch->ptr,
+                            .scratch_bytes = p->scratch_bytes,
                             .timeout_s = pcl_param_timeout_s(),
                             .dev_ranks = pcl_topo_max_ranks_per_gpu(p->topo)};
   int all_ok = 0, same = 0;
   int ok = pcl_exec_ctx_create(&ecfg, &p->exec) == ncclSuccess;
-  if (!ok) p->exec = NULL;
+  if (!ok)
+    p->exec = NULL;
   PCL_CHECK(agree_all(p->boot, ok, 0, &all_ok, &same));
   *go = all_ok;
   if (!all_ok)
@@ -205,11 +222,14 @@ ncclResult_t pcl_comm_res_create(pcl_bootstrap_t *boot, int cuda_dev, struct pcl
   }
   p->ranks_per_node = pcl_topo_ranks_per_node(p->topo);
   p->local_rank = pcl_topo_local_rank(p->topo, p->rank);
-  if (check_eligible(p, &need, why, whylen) != 0) goto passthrough;
+  if (check_eligible(p, &need, why, whylen) != 0)
+    goto passthrough;
   PCL_CHECK_GOTO(alloc_scratch(p, need, &go, why, whylen), res, fail_comm);
-  if (!go || create_channels(p, &nmem, why, whylen) != 0) goto passthrough;
+  if (!go || create_channels(p, &nmem, why, whylen) != 0)
+    goto passthrough;
   PCL_CHECK_GOTO(create_executor(p, &go, why, whylen), res, fail_comm);
-  if (!go) goto passthrough;
+  if (!go)
+    goto passthrough;
   size_t chan_bytes = 2 * (size_t)p->nranks * (size_t)nmem * 8;
   PCL_INFO(PCL_LOG_INIT | PCL_LOG_SHIM,
            "rank %d/%d dev %d: planccl ready (%d ranks per node): GPU memory %.2f MiB (scratch "

@@ -22,16 +22,20 @@ static void read_params(void) {
   disabled = (int)pcl_param_disable();
   force_mask = pcl_dispatch_parse_fallback(pcl_param_force_fallback(), bad, sizeof(bad));
   if (bad[0] != '\0')
-    PCL_WARN(PCL_LOG_SHIM | PCL_LOG_ENV, "PLANCCL_FORCE_FALLBACK: unknown collective '%s' ignored "
-             "(names: all, allreduce, allgather, reducescatter, broadcast, reduce)", bad);
+    PCL_WARN(PCL_LOG_SHIM | PCL_LOG_ENV,
+             "PLANCCL_FORCE_FALLBACK: unknown collective '%s' ignored "
+             "(names: all, allreduce, allgather, reducescatter, broadcast, reduce)",
+             bad);
 }
 
 ncclResult_t pcl_dispatch_forward(const struct pcl_coll_args *a) {
   const struct pcl_nccl_fns *F = pcl_fallback_fns();
-  if (F == NULL) return pcl_fallback_none(pcl_coll_name(a->coll));
+  if (F == NULL)
+    return pcl_fallback_none(pcl_coll_name(a->coll));
   ncclResult_t res;
 #define NEED(fn)                                                                                   \
-  if (F->fn == NULL) return pcl_fallback_missing(#fn)
+  if (F->fn == NULL)                                                                               \
+  return pcl_fallback_missing(#fn)
   switch (a->coll) {
   case PCL_COLL_ALLREDUCE:
     NEED(ncclAllReduce);
@@ -71,8 +75,7 @@ ncclResult_t pcl_dispatch_forward(const struct pcl_coll_args *a) {
     break;
   case PCL_COLL_SCATTER:
     NEED(ncclScatter);
-    res = F->ncclScatter(a->sendbuff, a->recvbuff, a->count, a->dtype, a->root, a->real,
-                         a->stream);
+    res = F->ncclScatter(a->sendbuff, a->recvbuff, a->count, a->dtype, a->root, a->real, a->stream);
     break;
   case PCL_COLL_SEND:
     NEED(ncclSend);
@@ -95,22 +98,32 @@ static int is_inplace(const struct pcl_coll_args *a, int rank) {
   size_t es = pcl_dtype_bytes(a->dtype);
   const char *s = a->sendbuff, *r = a->recvbuff;
   switch (a->coll) {
-  case PCL_COLL_ALLGATHER: return rank >= 0 && s == r + (size_t)rank * a->count * es;
-  case PCL_COLL_REDUCESCATTER: return rank >= 0 && r == s + (size_t)rank * a->count * es;
-  default: return s == r;
+  case PCL_COLL_ALLGATHER:
+    return rank >= 0 && s == r + (size_t)rank * a->count * es;
+  case PCL_COLL_REDUCESCATTER:
+    return rank >= 0 && r == s + (size_t)rank * a->count * es;
+  default:
+    return s == r;
   }
 }
 
 static int have_real(pcl_coll_t coll) {
   const struct pcl_nccl_fns *F = pcl_fallback_fns();
-  if (F == NULL) return 0;
+  if (F == NULL)
+    return 0;
   switch (coll) {
-  case PCL_COLL_ALLREDUCE: return F->ncclAllReduce != NULL;
-  case PCL_COLL_BROADCAST: return F->ncclBroadcast != NULL && F->ncclBcast != NULL;
-  case PCL_COLL_REDUCE: return F->ncclReduce != NULL;
-  case PCL_COLL_ALLGATHER: return F->ncclAllGather != NULL;
-  case PCL_COLL_REDUCESCATTER: return F->ncclReduceScatter != NULL;
-  default: return 1; /* forward() reports the missing symbol itself */
+  case PCL_COLL_ALLREDUCE:
+    return F->ncclAllReduce != NULL;
+  case PCL_COLL_BROADCAST:
+    return F->ncclBroadcast != NULL && F->ncclBcast != NULL;
+  case PCL_COLL_REDUCE:
+    return F->ncclReduce != NULL;
+  case PCL_COLL_ALLGATHER:
+    return F->ncclAllGather != NULL;
+  case PCL_COLL_REDUCESCATTER:
+    return F->ncclReduceScatter != NULL;
+  default:
+    return 1; /* forward() reports the missing symbol itself */
   }
 }
 
@@ -131,13 +144,20 @@ static void exec_args(const struct pcl_coll_args *a, const struct pcl_dispatch_d
 static void fill(struct ncclComm *c, const struct pcl_coll_args *a, int inplace,
                  struct pcl_dcache_entry *e, uint32_t tag, uint64_t key) {
   struct pcl_comm_pcl *p = c->pcl;
-  struct pcl_dispatch_inputs in = {
-      .coll = a->coll, .count = a->count, .dtype = a->dtype, .op = a->op, .inplace = inplace,
-      .root = a->root,
-      .nranks = p ? p->nranks : c->nranks, .ranks_per_node = p ? p->ranks_per_node : 0,
-      .planccl_ok = p != NULL, .disabled = disabled, .force_mask = force_mask,
-      .have_real = have_real(a->coll), .registry = p ? p->reg : NULL,
-      .caps = p ? &p->caps : NULL};
+  struct pcl_dispatch_inputs in = {.coll = a->coll,
+                                   .count = a->count,
+                                   .dtype = a->dtype,
+                                   .op = a->op,
+                                   .inplace = inplace,
+                                   .root = a->root,
+                                   .nranks = p ? p->nranks : c->nranks,
+                                   .ranks_per_node = p ? p->ranks_per_node : 0,
+                                   .planccl_ok = p != NULL,
+                                   .disabled = disabled,
+                                   .force_mask = force_mask,
+                                   .have_real = have_real(a->coll),
+                                   .registry = p ? p->reg : NULL,
+                                   .caps = p ? &p->caps : NULL};
   struct pcl_dispatch_decision d;
   pcl_dispatch_decide(&in, &d);
   if (d.path == PCL_PATH_PLAN) {
@@ -145,11 +165,13 @@ static void fill(struct ncclComm *c, const struct pcl_coll_args *a, int inplace,
     exec_args(a, &d, &x);
     int prev = -1;
     cudaGetDevice(&prev);
-    if (prev != p->cuda_dev) cudaSetDevice(p->cuda_dev);
+    if (prev != p->cuda_dev)
+      cudaSetDevice(p->cuda_dev);
     /* Deterministic on every rank for the same (plan, sizes, dtype, op); builds the program of a
      * new shape now, so later calls and group flushes only launch. */
     int ok = pcl_exec_supported(p->exec, d.plan, &x);
-    if (prev != p->cuda_dev && prev >= 0) cudaSetDevice(prev);
+    if (prev != p->cuda_dev && prev >= 0)
+      cudaSetDevice(prev);
     if (!ok) {
       d.path = in.have_real ? PCL_PATH_NCCL : PCL_PATH_ERROR;
       d.why = PCL_WHY_EXEC;
@@ -174,20 +196,24 @@ ncclResult_t pcl_dispatch_launch(const struct pcl_coll_args *a,
   /* The comm's device is current during the launch (one thread may drive several GPUs). */
   int prev = -1;
   cudaGetDevice(&prev);
-  if (prev != p->cuda_dev) cudaSetDevice(p->cuda_dev);
+  if (prev != p->cuda_dev)
+    cudaSetDevice(p->cuda_dev);
   ncclResult_t res = pcl_exec_launch(p->exec, d->plan, &x, a->stream);
-  if (prev != p->cuda_dev && prev >= 0) cudaSetDevice(prev);
+  if (prev != p->cuda_dev && prev >= 0)
+    cudaSetDevice(prev);
   return res;
 }
 
 ncclResult_t pcl_dispatch(const struct pcl_coll_args *a) {
   struct ncclComm *c = a->comm;
-  if (c == NULL) return pcl_dispatch_forward(a); /* the real library calling itself */
+  if (c == NULL)
+    return pcl_dispatch_forward(a); /* the real library calling itself */
   pthread_once(&params_once, read_params);
   if (pcl_setup_state(c) != PCL_SETUP_DONE) {
     /* Setup still running (non-blocking init polled too early) or deferred: the real NCCL
      * decides whether the call is legal. */
-    if (pcl_group_depth() > 0) PCL_CHECK(pcl_group_note_forward(a));
+    if (pcl_group_depth() > 0)
+      PCL_CHECK(pcl_group_note_forward(a));
     return pcl_dispatch_forward(a);
   }
   int inplace = is_inplace(a, c->rank);
@@ -199,19 +225,23 @@ ncclResult_t pcl_dispatch(const struct pcl_coll_args *a) {
     key ^= (uint64_t)(uint32_t)a->root << 48;
   uint64_t h = (key * 0x9e3779b97f4a7c15ull) ^ tag;
   struct pcl_dcache_entry *e = &c->dcache[(h ^ (h >> 29)) & (PCL_DCACHE_SLOTS - 1)];
-  if (e->tag != tag || e->bytes_key != key) fill(c, a, inplace, e, tag, key);
+  if (e->tag != tag || e->bytes_key != key)
+    fill(c, a, inplace, e, tag, key);
   pcl_stats_add(c->stats, a->coll, e->stat_slot, e->d.msg_bytes);
   switch (e->d.path) {
   case PCL_PATH_NOOP:
     return ncclSuccess;
   case PCL_PATH_PLAN:
-    if (pcl_group_depth() > 0) return pcl_group_enqueue(a, &e->d);
+    if (pcl_group_depth() > 0)
+      return pcl_group_enqueue(a, &e->d);
     return pcl_dispatch_launch(a, &e->d);
   case PCL_PATH_NCCL:
-    if (pcl_group_depth() > 0) PCL_CHECK(pcl_group_note_forward(a));
+    if (pcl_group_depth() > 0)
+      PCL_CHECK(pcl_group_note_forward(a));
     return pcl_dispatch_forward(a);
   default:
-    PCL_WARN(PCL_LOG_SHIM, "nccl%s: %zu elements of dtype %d (op %d) on %d ranks: no plan can run "
+    PCL_WARN(PCL_LOG_SHIM,
+             "nccl%s: %zu elements of dtype %d (op %d) on %d ranks: no plan can run "
              "it (%s) and no real NCCL is loaded to run it instead; set PLANCCL_NCCL_LIB",
              pcl_coll_name(a->coll), a->count, (int)a->dtype, (int)a->op, c->nranks,
              pcl_why_name(e->d.why));

@@ -81,8 +81,8 @@ const char *pcl_why_name(pcl_why_t why);
 
 /* What the kernels can do, as plain data (filled once from kernels/kernels.h). */
 struct pcl_kernel_caps {
-  uint32_t dtypes;                /* bit per ncclDataType_t */
-  uint32_t redops[ncclNumTypes];  /* per dtype: bit per built-in ncclRedOp_t */
+  uint32_t dtypes;               /* bit per ncclDataType_t */
+  uint32_t redops[ncclNumTypes]; /* per dtype: bit per built-in ncclRedOp_t */
 };
 
 struct pcl_dispatch_inputs {
@@ -95,20 +95,20 @@ struct pcl_dispatch_inputs {
   int root; /* broadcast, reduce */
   /* The communicator and the process. */
   int nranks, ranks_per_node;
-  int planccl_ok;      /* 0: pass-through communicator */
-  int disabled;        /* PLANCCL_DISABLE */
-  uint32_t force_mask; /* parsed PLANCCL_FORCE_FALLBACK */
-  int have_real;       /* the real NCCL is loaded and exports this collective */
-  const pcl_registry_t *registry;   /* NULL: no plans */
+  int planccl_ok;                     /* 0: pass-through communicator */
+  int disabled;                       /* PLANCCL_DISABLE */
+  uint32_t force_mask;                /* parsed PLANCCL_FORCE_FALLBACK */
+  int have_real;                      /* the real NCCL is loaded and exports this collective */
+  const pcl_registry_t *registry;     /* NULL: no plans */
   const struct pcl_kernel_caps *caps; /* NULL: no kernels */
 };
 
 struct pcl_dispatch_decision {
   pcl_path_t path;
   pcl_why_t why;
-  const pcl_plan_t *plan;         /* PLAN (and DTYPE/REDOP: the plan that matched) */
-  uint64_t msg_bytes;             /* the registry's message size (0 when not computed) */
-  uint64_t in_bytes, out_bytes;   /* PLAN: pcl_plan_buffer_bytes of msg_bytes */
+  const pcl_plan_t *plan;       /* PLAN (and DTYPE/REDOP: the plan that matched) */
+  uint64_t msg_bytes;           /* the registry's message size (0 when not computed) */
+  uint64_t in_bytes, out_bytes; /* PLAN: pcl_plan_buffer_bytes of msg_bytes */
 };
 
 /* Pure: the same inputs give the same decision on every rank. Never fails. */

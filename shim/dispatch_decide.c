@@ -10,8 +10,8 @@
 
 const char *pcl_coll_name(pcl_coll_t coll) {
   static const char *const names[PCL_COLL_COUNT] = {
-      "AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter",
-      "AlltoAll",  "Gather",    "Scatter", "Send",     "Recv"};
+      "AllReduce", "Broadcast", "Reduce",  "AllGather", "ReduceScatter",
+      "AlltoAll",  "Gather",    "Scatter", "Send",      "Recv"};
   return (unsigned)coll < PCL_COLL_COUNT ? names[coll] : "?";
 }
 
@@ -39,12 +39,18 @@ const char *pcl_why_name(pcl_why_t why) {
 /* The registry's collective for a planned NCCL collective; -1 for the others. */
 static int plan_coll(pcl_coll_t coll) {
   switch (coll) {
-  case PCL_COLL_ALLREDUCE: return PCL_PLAN_COLL_ALLREDUCE;
-  case PCL_COLL_ALLGATHER: return PCL_PLAN_COLL_ALLGATHER;
-  case PCL_COLL_REDUCESCATTER: return PCL_PLAN_COLL_REDUCESCATTER;
-  case PCL_COLL_BROADCAST: return PCL_PLAN_COLL_BROADCAST;
-  case PCL_COLL_REDUCE: return PCL_PLAN_COLL_REDUCE;
-  default: return -1;
+  case PCL_COLL_ALLREDUCE:
+    return PCL_PLAN_COLL_ALLREDUCE;
+  case PCL_COLL_ALLGATHER:
+    return PCL_PLAN_COLL_ALLGATHER;
+  case PCL_COLL_REDUCESCATTER:
+    return PCL_PLAN_COLL_REDUCESCATTER;
+  case PCL_COLL_BROADCAST:
+    return PCL_PLAN_COLL_BROADCAST;
+  case PCL_COLL_REDUCE:
+    return PCL_PLAN_COLL_REDUCE;
+  default:
+    return -1;
   }
 }
 
@@ -56,7 +62,8 @@ uint64_t pcl_dispatch_msg_bytes(pcl_coll_t coll, size_t count, ncclDataType_t dt
                                 int *ok) {
   uint64_t es = pcl_dtype_bytes(dtype), bytes;
   *ok = 0;
-  if (es == 0 || __builtin_mul_overflow((uint64_t)count, es, &bytes)) return 0;
+  if (es == 0 || __builtin_mul_overflow((uint64_t)count, es, &bytes))
+    return 0;
   /* allgather: total output; reducescatter: total input (executor/plan.h). */
   if ((coll == PCL_COLL_ALLGATHER || coll == PCL_COLL_REDUCESCATTER) &&
       __builtin_mul_overflow(bytes, (uint64_t)(nranks > 0 ? nranks : 1), &bytes))
@@ -77,10 +84,14 @@ void pcl_dispatch_decide(const struct pcl_dispatch_inputs *in, struct pcl_dispat
     set(d, PCL_PATH_NOOP, PCL_WHY_COUNT0);
     return;
   }
-  if (pc < 0) set(d, PCL_PATH_NCCL, PCL_WHY_NOT_PLANNED);
-  else if (in->disabled) set(d, PCL_PATH_NCCL, PCL_WHY_DISABLED);
-  else if (in->force_mask & PCL_COLL_BIT(in->coll)) set(d, PCL_PATH_NCCL, PCL_WHY_FORCED);
-  else if (!in->planccl_ok) set(d, PCL_PATH_NCCL, PCL_WHY_PASSTHROUGH);
+  if (pc < 0)
+    set(d, PCL_PATH_NCCL, PCL_WHY_NOT_PLANNED);
+  else if (in->disabled)
+    set(d, PCL_PATH_NCCL, PCL_WHY_DISABLED);
+  else if (in->force_mask & PCL_COLL_BIT(in->coll))
+    set(d, PCL_PATH_NCCL, PCL_WHY_FORCED);
+  else if (!in->planccl_ok)
+    set(d, PCL_PATH_NCCL, PCL_WHY_PASSTHROUGH);
   else if (has_op(in->coll) && (int)in->op >= (int)ncclNumOps)
     set(d, PCL_PATH_NCCL, PCL_WHY_PREMULSUM);
   else if ((in->coll == PCL_COLL_BROADCAST || in->coll == PCL_COLL_REDUCE) && in->root != 0)
@@ -88,14 +99,15 @@ void pcl_dispatch_decide(const struct pcl_dispatch_inputs *in, struct pcl_dispat
   else {
     int ok;
     d->msg_bytes = pcl_dispatch_msg_bytes(in->coll, in->count, in->dtype, in->nranks, &ok);
-    const pcl_plan_t *plan =
-        ok ? pcl_registry_select(in->registry, (pcl_plan_coll_t)pc, in->nranks,
-                                 in->ranks_per_node, in->inplace, d->msg_bytes)
-           : NULL;
+    const pcl_plan_t *plan = ok ? pcl_registry_select(in->registry, (pcl_plan_coll_t)pc, in->nranks,
+                                                      in->ranks_per_node, in->inplace, d->msg_bytes)
+                                : NULL;
     d->plan = plan;
     unsigned dt = (unsigned)in->dtype;
-    if (!ok) set(d, PCL_PATH_NCCL, PCL_WHY_SIZE_OVERFLOW);
-    else if (plan == NULL) set(d, PCL_PATH_NCCL, PCL_WHY_NO_PLAN);
+    if (!ok)
+      set(d, PCL_PATH_NCCL, PCL_WHY_SIZE_OVERFLOW);
+    else if (plan == NULL)
+      set(d, PCL_PATH_NCCL, PCL_WHY_NO_PLAN);
     else if (in->caps == NULL || dt >= ncclNumTypes || !(in->caps->dtypes & (1u << dt)))
       set(d, PCL_PATH_NCCL, PCL_WHY_DTYPE);
     else if (has_op(in->coll) && !(in->caps->redops[dt] & (1u << (unsigned)in->op)))
@@ -104,39 +116,46 @@ void pcl_dispatch_decide(const struct pcl_dispatch_inputs *in, struct pcl_dispat
       set(d, PCL_PATH_NCCL, PCL_WHY_PLAN_OP);
     else if (pcl_plan_buffer_bytes(plan, d->msg_bytes, &d->in_bytes, &d->out_bytes) != 0)
       set(d, PCL_PATH_NCCL, PCL_WHY_NO_PLAN);
-    else set(d, PCL_PATH_PLAN, PCL_WHY_PLAN);
+    else
+      set(d, PCL_PATH_PLAN, PCL_WHY_PLAN);
   }
-  if (d->path == PCL_PATH_NCCL && !in->have_real) d->path = PCL_PATH_ERROR;
+  if (d->path == PCL_PATH_NCCL && !in->have_real)
+    d->path = PCL_PATH_ERROR;
 }
 
 static const struct {
   const char *name;
   pcl_coll_t coll;
 } fallback_names[] = {
-    {"allreduce", PCL_COLL_ALLREDUCE},         {"broadcast", PCL_COLL_BROADCAST},
-    {"bcast", PCL_COLL_BROADCAST},             {"reduce", PCL_COLL_REDUCE},
-    {"allgather", PCL_COLL_ALLGATHER},         {"reducescatter", PCL_COLL_REDUCESCATTER},
-    {"alltoall", PCL_COLL_ALLTOALL},           {"gather", PCL_COLL_GATHER},
-    {"scatter", PCL_COLL_SCATTER},             {"send", PCL_COLL_SEND},
+    {"allreduce", PCL_COLL_ALLREDUCE}, {"broadcast", PCL_COLL_BROADCAST},
+    {"bcast", PCL_COLL_BROADCAST},     {"reduce", PCL_COLL_REDUCE},
+    {"allgather", PCL_COLL_ALLGATHER}, {"reducescatter", PCL_COLL_REDUCESCATTER},
+    {"alltoall", PCL_COLL_ALLTOALL},   {"gather", PCL_COLL_GATHER},
+    {"scatter", PCL_COLL_SCATTER},     {"send", PCL_COLL_SEND},
     {"recv", PCL_COLL_RECV},
 };
 
 uint32_t pcl_dispatch_parse_fallback(const char *list, char *bad, size_t badlen) {
   uint32_t mask = 0;
-  if (bad != NULL && badlen > 0) bad[0] = '\0';
-  if (list == NULL) return 0;
+  if (bad != NULL && badlen > 0)
+    bad[0] = '\0';
+  if (list == NULL)
+    return 0;
   const char *p = list;
   while (*p) {
     char word[32];
     size_t n = 0;
-    while (*p == ',' || isspace((unsigned char)*p)) p++;
+    while (*p == ',' || isspace((unsigned char)*p))
+      p++;
     while (*p && *p != ',' && !isspace((unsigned char)*p)) {
       /* "all_reduce", "AllReduce", "all-reduce" all name the same collective. */
-      if (*p != '_' && *p != '-' && n + 1 < sizeof(word)) word[n++] = (char)tolower((unsigned char)*p);
+      if (*p != '_' && *p != '-' && n + 1 < sizeof(word))
+        word[n++] = (char)tolower((unsigned char)*p);
       p++;
     }
     word[n] = '\0';
-    if (n == 0) continue;
+    if (n == 0)
+      continue;
     if (strcmp(word, "all") == 0) {
       mask |= PCL_COLL_ALL_BITS;
       continue;
@@ -147,7 +166,8 @@ uint32_t pcl_dispatch_parse_fallback(const char *list, char *bad, size_t badlen)
         mask |= PCL_COLL_BIT(fallback_names[i].coll);
         found = 1;
       }
-    if (!found && bad != NULL && badlen > 0 && bad[0] == '\0') snprintf(bad, badlen, "%s", word);
+    if (!found && bad != NULL && badlen > 0 && bad[0] == '\0')
+      snprintf(bad, badlen, "%s", word);
   }
   return mask;
 }

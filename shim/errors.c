@@ -12,11 +12,12 @@
 #define TEXT_BYTES 1024
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int real_failed;                 /* a forwarded call has failed at least once */
+static int real_failed;                   /* a forwarded call has failed at least once */
 static char pcl_text_at_real[TEXT_BYTES]; /* planccl's WARN text when that happened */
 
 ncclResult_t pcl_errors_real_result(ncclResult_t res) {
-  if (res == ncclSuccess || res == ncclInProgress) return res;
+  if (res == ncclSuccess || res == ncclInProgress)
+    return res;
   const char *now = pcl_log_last_error();
   pthread_mutex_lock(&lock);
   real_failed = 1;
@@ -27,21 +28,30 @@ ncclResult_t pcl_errors_real_result(ncclResult_t res) {
 
 PCL_API const char *ncclGetErrorString(ncclResult_t result) {
   switch (result) {
-  case ncclSuccess: return "no error";
-  case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
-  case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-  case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
-  case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
-  case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
-  case ncclRemoteError: return "remote process exited or there was a network error";
-  case ncclInProgress: return "NCCL operation in progress";
-  default: return "unknown result code";
+  case ncclSuccess:
+    return "no error";
+  case ncclUnhandledCudaError:
+    return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+  case ncclSystemError:
+    return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+  case ncclInternalError:
+    return "internal error - please report this issue to the NCCL developers";
+  case ncclInvalidArgument:
+    return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+  case ncclInvalidUsage:
+    return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+  case ncclRemoteError:
+    return "remote process exited or there was a network error";
+  case ncclInProgress:
+    return "NCCL operation in progress";
+  default:
+    return "unknown result code";
   }
 }
 PCL_ALIAS(ncclGetErrorString)
 
 PCL_API const char *ncclGetLastError(ncclComm_t comm) {
-  (void)comm; /* NCCL ignores it too: the text is process-wide */
+  (void)comm;                              /* NCCL ignores it too: the text is process-wide */
   const char *mine = pcl_log_last_error(); /* thread-local copy, stable for this thread */
   pthread_mutex_lock(&lock);
   int real_newer = real_failed && strcmp(mine, pcl_text_at_real) == 0;
@@ -49,7 +59,8 @@ PCL_API const char *ncclGetLastError(ncclComm_t comm) {
   const struct pcl_nccl_fns *F = pcl_fallback_fns();
   if ((real_newer || mine[0] == '\0') && F != NULL && F->ncclGetLastError != NULL) {
     const char *theirs = F->ncclGetLastError(NULL);
-    if (theirs != NULL && theirs[0] != '\0') return theirs;
+    if (theirs != NULL && theirs[0] != '\0')
+      return theirs;
   }
   return mine;
 }
@@ -69,7 +80,8 @@ PCL_ALIAS(ncclGetVersion)
 
 __attribute__((visibility("default"))) void ncclResetDebugInitInternal(void) {
   const struct pcl_nccl_fns *F = pcl_fallback_fns();
-  if (F != NULL && F->ncclResetDebugInitInternal != NULL) F->ncclResetDebugInitInternal();
+  if (F != NULL && F->ncclResetDebugInitInternal != NULL)
+    F->ncclResetDebugInitInternal();
 }
 
 /* Deprecated in nccl.h; still exported by NCCL, so by us. */

@@ -34,8 +34,8 @@ static int real_version;
 static char real_path[PATH_MAX];
 static char self_path[PATH_MAX];
 static void *self_base;
-static void *real_base;     /* load address of the real library */
-static int real_not_deep;   /* the real library was already loaded without RTLD_DEEPBIND */
+static void *real_base;   /* load address of the real library */
+static int real_not_deep; /* the real library was already loaded without RTLD_DEEPBIND */
 
 struct candidates {
   char paths[64][PATH_MAX];
@@ -47,7 +47,8 @@ static void add_candidate(struct candidates *c, const char *dir, const char *fil
     return;
   int len = file ? snprintf(c->paths[c->n], PATH_MAX, "%s/%s", dir, file)
                  : snprintf(c->paths[c->n], PATH_MAX, "%s", dir);
-  if (len > 0 && len < PATH_MAX) c->n++;
+  if (len > 0 && len < PATH_MAX)
+    c->n++;
 }
 
 /* ---- the directory of the nvidia/nccl package next to a loaded libtorch ---- */
@@ -55,19 +56,22 @@ static void add_candidate(struct candidates *c, const char *dir, const char *fil
 static int find_torch_cb(struct dl_phdr_info *info, size_t size, void *arg) {
   struct candidates *c = arg;
   const char *name = info->dlpi_name;
-  if (name == NULL || name[0] == '\0') return 0;
+  if (name == NULL || name[0] == '\0')
+    return 0;
   const char *base = strrchr(name, '/');
   if (base == NULL || strncmp(base + 1, "libtorch", 8) != 0 || strstr(base, ".so") == NULL)
     return 0;
   /* .../site-packages/torch/lib/libtorch_cuda.so -> .../site-packages */
   char dir[PATH_MAX];
   size_t dlen = (size_t)(base - name);
-  if (dlen >= sizeof(dir)) return 0;
+  if (dlen >= sizeof(dir))
+    return 0;
   memcpy(dir, name, dlen);
   dir[dlen] = '\0';
   const char *suffix = "/torch/lib";
   size_t slen = strlen(suffix);
-  if (dlen < slen || strcmp(dir + dlen - slen, suffix) != 0) return 0;
+  if (dlen < slen || strcmp(dir + dlen - slen, suffix) != 0)
+    return 0;
   dir[dlen - slen] = '\0';
   char pkg[PATH_MAX];
   static const char *const layouts[] = {"nvidia/nccl/lib", "nvidia/cu13/lib", "nvidia/cu12/lib"};
@@ -91,7 +95,8 @@ struct cache_entry_new {
 
 static void add_ld_cache(struct candidates *c, const char *cache_file) {
   int fd = open(cache_file, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
+  if (fd < 0)
+    return;
   struct stat st;
   if (fstat(fd, &st) != 0 || st.st_size < CACHE_HEADER_NEW_BYTES) {
     close(fd);
@@ -100,8 +105,10 @@ static void add_ld_cache(struct candidates *c, const char *cache_file) {
   size_t size = (size_t)st.st_size;
   const char *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
-  if (map == MAP_FAILED) return;
-  const char *hdr = memmem(map, size < 4096 ? size : 4096, CACHE_MAGIC_NEW, strlen(CACHE_MAGIC_NEW));
+  if (map == MAP_FAILED)
+    return;
+  const char *hdr =
+      memmem(map, size < 4096 ? size : 4096, CACHE_MAGIC_NEW, strlen(CACHE_MAGIC_NEW));
   if (hdr != NULL && (size_t)(hdr - map) + CACHE_HEADER_NEW_BYTES <= size) {
     size_t avail = size - (size_t)(hdr - map);
     uint32_t nlibs;
@@ -111,10 +118,14 @@ static void add_ld_cache(struct candidates *c, const char *cache_file) {
       struct cache_entry_new e;
       memcpy(&e, hdr + CACHE_HEADER_NEW_BYTES + i * sizeof(e), sizeof(e));
       /* String offsets are relative to the new header; both must be NUL-terminated in range. */
-      if (e.key >= avail || e.value >= avail) continue;
-      if (memchr(hdr + e.key, '\0', avail - e.key) == NULL) continue;
-      if (memchr(hdr + e.value, '\0', avail - e.value) == NULL) continue;
-      if (strcmp(hdr + e.key, "libnccl.so.2") == 0) add_candidate(c, hdr + e.value, NULL);
+      if (e.key >= avail || e.value >= avail)
+        continue;
+      if (memchr(hdr + e.key, '\0', avail - e.key) == NULL)
+        continue;
+      if (memchr(hdr + e.value, '\0', avail - e.value) == NULL)
+        continue;
+      if (strcmp(hdr + e.key, "libnccl.so.2") == 0)
+        add_candidate(c, hdr + e.value, NULL);
     }
   }
   munmap((void *)map, size);
@@ -126,24 +137,32 @@ static void add_ld_cache(struct candidates *c, const char *cache_file) {
 static int file_has_marker(const char *path) {
   int found = 0;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
+  if (fd < 0)
+    return 0;
   Elf64_Ehdr eh;
   Elf64_Shdr *sh = NULL;
   char *names = NULL;
-  if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh)) goto out;
-  if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64) goto out;
+  if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh))
+    goto out;
+  if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64)
+    goto out;
   if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0 || eh.e_shstrndx >= eh.e_shnum ||
       eh.e_shnum > 4096)
     goto out;
   sh = malloc((size_t)eh.e_shnum * sizeof(*sh));
-  if (sh == NULL) goto out;
+  if (sh == NULL)
+    goto out;
   ssize_t want = (ssize_t)((size_t)eh.e_shnum * sizeof(*sh));
-  if (pread(fd, sh, (size_t)want, (off_t)eh.e_shoff) != want) goto out;
+  if (pread(fd, sh, (size_t)want, (off_t)eh.e_shoff) != want)
+    goto out;
   Elf64_Shdr *strs = &sh[eh.e_shstrndx];
-  if (strs->sh_size == 0 || strs->sh_size > (1u << 20)) goto out;
+  if (strs->sh_size == 0 || strs->sh_size > (1u << 20))
+    goto out;
   names = malloc(strs->sh_size + 1);
-  if (names == NULL) goto out;
-  if (pread(fd, names, strs->sh_size, (off_t)strs->sh_offset) != (ssize_t)strs->sh_size) goto out;
+  if (names == NULL)
+    goto out;
+  if (pread(fd, names, strs->sh_size, (off_t)strs->sh_offset) != (ssize_t)strs->sh_size)
+    goto out;
   names[strs->sh_size] = '\0';
   for (int i = 0; i < eh.e_shnum && !found; i++)
     if (sh[i].sh_name < strs->sh_size && strcmp(names + sh[i].sh_name, MARKER_SECTION) == 0)
@@ -170,13 +189,17 @@ static void resolve_self(void) {
 static int try_open(const char *path, int explicit) {
   char rp[PATH_MAX];
   if (realpath(path, rp) == NULL) {
-    if (explicit) PCL_WARN(PCL_LOG_SHIM, "PLANCCL_NCCL_LIB=%s: no such file", path);
-    else PCL_INFO(PCL_LOG_SHIM, "real NCCL candidate %s: not found", path);
+    if (explicit)
+      PCL_WARN(PCL_LOG_SHIM, "PLANCCL_NCCL_LIB=%s: no such file", path);
+    else
+      PCL_INFO(PCL_LOG_SHIM, "real NCCL candidate %s: not found", path);
     return 0;
   }
   if (strcmp(rp, self_path) == 0 || file_has_marker(rp)) {
-    if (explicit) PCL_WARN(PCL_LOG_SHIM, "PLANCCL_NCCL_LIB=%s is planccl itself, not NCCL", path);
-    else PCL_INFO(PCL_LOG_SHIM, "real NCCL candidate %s: is planccl, skipped", path);
+    if (explicit)
+      PCL_WARN(PCL_LOG_SHIM, "PLANCCL_NCCL_LIB=%s is planccl itself, not NCCL", path);
+    else
+      PCL_INFO(PCL_LOG_SHIM, "real NCCL candidate %s: is planccl, skipped", path);
     return 0;
   }
   /* A copy already loaded normally (for example by libtorch's DT_NEEDED when planccl was
@@ -185,15 +208,19 @@ static int try_open(const char *path, int explicit) {
   void *pre = dlopen(rp, RTLD_NOW | RTLD_NOLOAD);
   real_not_deep = pre != NULL;
   if (pre != NULL) {
-    PCL_INFO(PCL_LOG_SHIM, "real NCCL %s was already loaded without RTLD_DEEPBIND; its internal "
-             "calls reach planccl and are forwarded back", rp);
+    PCL_INFO(PCL_LOG_SHIM,
+             "real NCCL %s was already loaded without RTLD_DEEPBIND; its internal "
+             "calls reach planccl and are forwarded back",
+             rp);
     dlclose(pre);
   }
   void *h = dlopen(rp, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
   if (h == NULL) {
     const char *err = dlerror();
-    if (explicit) PCL_WARN(PCL_LOG_SHIM, "PLANCCL_NCCL_LIB=%s: dlopen failed: %s", path, err);
-    else PCL_INFO(PCL_LOG_SHIM, "real NCCL candidate %s: dlopen failed: %s", rp, err);
+    if (explicit)
+      PCL_WARN(PCL_LOG_SHIM, "PLANCCL_NCCL_LIB=%s: dlopen failed: %s", path, err);
+    else
+      PCL_INFO(PCL_LOG_SHIM, "real NCCL candidate %s: dlopen failed: %s", rp, err);
     return 0;
   }
   void *gv = dlsym(h, "ncclGetVersion");
@@ -202,7 +229,8 @@ static int try_open(const char *path, int explicit) {
     if (explicit)
       PCL_WARN(PCL_LOG_SHIM, "PLANCCL_NCCL_LIB=%s: %s", path,
                gv ? "is planccl itself, not NCCL" : "has no ncclGetVersion, not an NCCL library");
-    else PCL_INFO(PCL_LOG_SHIM, "real NCCL candidate %s: not NCCL or planccl, skipped", rp);
+    else
+      PCL_INFO(PCL_LOG_SHIM, "real NCCL candidate %s: not NCCL or planccl, skipped", rp);
     dlclose(h);
     return 0;
   }
@@ -210,7 +238,7 @@ static int try_open(const char *path, int explicit) {
 #define PCL_NCCL_FN_RESOLVE(name)                                                                  \
   fns.name = (__typeof__(fns.name))dlsym(h, #name);                                                \
   if (fns.name == NULL) {                                                                          \
-    PCL_WARN(PCL_LOG_SHIM, "real NCCL %s lacks %s; that function will return ncclInvalidUsage",   \
+    PCL_WARN(PCL_LOG_SHIM, "real NCCL %s lacks %s; that function will return ncclInvalidUsage",    \
              rp, #name);                                                                           \
     missing++;                                                                                     \
   }
@@ -225,7 +253,8 @@ static int try_open(const char *path, int explicit) {
 static void load(void) {
   resolve_self();
   struct candidates *c = calloc(1, sizeof(*c));
-  if (c == NULL) return;
+  if (c == NULL)
+    return;
   const char *env = pcl_param_nccl_lib();
   if (env != NULL) {
     /* An explicit path is the only candidate: silently using another library would hide a typo. */
@@ -249,7 +278,8 @@ static void load(void) {
     snprintf(dir, sizeof(dir), "%s/lib64", cuda && cuda[0] ? cuda : "/usr/local/cuda");
     add_candidate(c, dir, "libnccl.so.2");
     for (int i = 0; i < c->n && !loaded; i++) {
-      if (access(c->paths[i], F_OK) != 0) continue;
+      if (access(c->paths[i], F_OK) != 0)
+        continue;
       loaded = try_open(c->paths[i], 0);
     }
   }
@@ -261,13 +291,16 @@ static void load(void) {
   }
   if (fns.ncclGetVersion == NULL || fns.ncclGetVersion(&real_version) != ncclSuccess)
     real_version = 0;
-  PCL_INFO(PCL_LOG_SHIM | PCL_LOG_INIT, "real NCCL version %d loaded from %s (planccl built with "
-           "nccl.h %d%s)", real_version, real_path, NCCL_VERSION_CODE,
+  PCL_INFO(PCL_LOG_SHIM | PCL_LOG_INIT,
+           "real NCCL version %d loaded from %s (planccl built with "
+           "nccl.h %d%s)",
+           real_version, real_path, NCCL_VERSION_CODE,
            real_version == NCCL_VERSION_CODE ? "" : ", versions differ");
 }
 
 int pcl_fallback_called_by_real(const void *caller) {
-  if (pcl_fallback_fns() == NULL || !real_not_deep || caller == NULL) return 0;
+  if (pcl_fallback_fns() == NULL || !real_not_deep || caller == NULL)
+    return 0;
   Dl_info di;
   return dladdr(caller, &di) && di.dli_fbase == real_base && real_base != NULL;
 }
@@ -288,7 +321,8 @@ const char *pcl_fallback_path(void) {
 ncclResult_t pcl_fallback_none(const char *fn) {
   static atomic_flag warned = ATOMIC_FLAG_INIT;
   if (!atomic_flag_test_and_set(&warned))
-    PCL_WARN(PCL_LOG_SHIM, "no real NCCL library was found, so calls that need it (the first was "
+    PCL_WARN(PCL_LOG_SHIM,
+             "no real NCCL library was found, so calls that need it (the first was "
              "%s) return ncclInvalidUsage. Set PLANCCL_NCCL_LIB to the absolute path of the real "
              "libnccl.so.2 (for a pip PyTorch: .../site-packages/nvidia/nccl/lib/libnccl.so.2)",
              fn);

@@ -53,10 +53,12 @@ static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
 static void tls_free(void *p) {
   struct group_tls *t = p;
-  if (t == NULL) return;
+  if (t == NULL)
+    return;
   pcl_group_queue_fini(&t->q);
   for (int i = 0; i < t->njobs; i++) {
-    if (t->jobs[i] != NULL) pcl_free(t->jobs[i]->exclude);
+    if (t->jobs[i] != NULL)
+      pcl_free(t->jobs[i]->exclude);
     pcl_free(t->jobs[i]);
   }
   pcl_free(t->jobs);
@@ -68,9 +70,11 @@ static void make_key(void) {
 }
 
 static struct group_tls *get_tls(void) {
-  if (tls != NULL) return tls;
+  if (tls != NULL)
+    return tls;
   pthread_once(&key_once, make_key);
-  if (PCL_CALLOC(tls, 1, "group state") == NULL) return NULL;
+  if (PCL_CALLOC(tls, 1, "group state") == NULL)
+    return NULL;
   pthread_setspecific(tls_key, tls);
   return tls;
 }
@@ -80,21 +84,24 @@ int pcl_group_depth(void) {
 }
 
 static ncclResult_t remember(struct group_tls *t, ncclResult_t res) {
-  if (res != ncclSuccess && t != NULL && t->err == ncclSuccess) t->err = res;
+  if (res != ncclSuccess && t != NULL && t->err == ncclSuccess)
+    t->err = res;
   return res;
 }
 
 ncclResult_t pcl_group_enqueue(const struct pcl_coll_args *a,
                                const struct pcl_dispatch_decision *d) {
   struct group_tls *t = get_tls();
-  if (t == NULL) return ncclSystemError;
+  if (t == NULL)
+    return ncclSystemError;
   struct pcl_group_call call = {.a = *a, .d = *d, .planned = 1};
   return remember(t, pcl_group_queue_push(&t->q, &call));
 }
 
 ncclResult_t pcl_group_note_forward(const struct pcl_coll_args *a) {
   struct group_tls *t = get_tls();
-  if (t == NULL) return ncclSystemError;
+  if (t == NULL)
+    return ncclSystemError;
   struct pcl_group_call call = {.a = *a, .planned = 0};
   return remember(t, pcl_group_queue_push(&t->q, &call));
 }
@@ -102,16 +109,19 @@ ncclResult_t pcl_group_note_forward(const struct pcl_coll_args *a) {
 ncclResult_t pcl_group_defer_setup(const struct pcl_setup_job *job) {
   struct group_tls *t = get_tls();
   struct pcl_setup_job *j = NULL;
-  if (t == NULL) return ncclSystemError;
+  if (t == NULL)
+    return ncclSystemError;
   if (t->njobs == t->capjobs) {
     int cap = t->capjobs ? 2 * t->capjobs : 8;
-    struct pcl_setup_job **jobs = pcl_realloc(t->jobs, (size_t)t->capjobs, (size_t)cap,
-                                              sizeof(*jobs), "deferred setups");
-    if (jobs == NULL) return remember(t, ncclSystemError);
+    struct pcl_setup_job **jobs =
+        pcl_realloc(t->jobs, (size_t)t->capjobs, (size_t)cap, sizeof(*jobs), "deferred setups");
+    if (jobs == NULL)
+      return remember(t, ncclSystemError);
     t->jobs = jobs;
     t->capjobs = cap;
   }
-  if (PCL_CALLOC(j, 1, "deferred setup") == NULL) return remember(t, ncclSystemError);
+  if (PCL_CALLOC(j, 1, "deferred setup") == NULL)
+    return remember(t, ncclSystemError);
   *j = *job;
   j->exclude = NULL;
   if (job->nexclude > 0 && job->exclude != NULL) {
@@ -119,7 +129,8 @@ ncclResult_t pcl_group_defer_setup(const struct pcl_setup_job *job) {
       pcl_free(j);
       return remember(t, ncclSystemError);
     }
-    for (int i = 0; i < job->nexclude; i++) j->exclude[i] = job->exclude[i];
+    for (int i = 0; i < job->nexclude; i++)
+      j->exclude[i] = job->exclude[i];
   }
   t->jobs[t->njobs++] = j;
   return ncclSuccess;
@@ -129,9 +140,11 @@ ncclResult_t pcl_group_defer_setup(const struct pcl_setup_job *job) {
  * internal groups, forwarded without touching the caller-visible depth. */
 PCL_API ncclResult_t ncclGroupStart(void) {
   PCL_NEED_REAL(ncclGroupStart);
-  if (pcl_fallback_called_by_real(PCL_CALLER)) return F->ncclGroupStart();
+  if (pcl_fallback_called_by_real(PCL_CALLER))
+    return F->ncclGroupStart();
   ncclResult_t res = pcl_errors_real_result(F->ncclGroupStart());
-  if (res == ncclSuccess) depth++;
+  if (res == ncclSuccess)
+    depth++;
   return res;
 }
 PCL_ALIAS(ncclGroupStart)
@@ -141,9 +154,11 @@ static ncclResult_t launch_step(struct pcl_group_queue *q, int after) {
   ncclResult_t first = ncclSuccess;
   for (int i = 0; i < q->n; i++) {
     const struct pcl_group_call *c = &q->calls[i];
-    if (!c->planned || c->after != after) continue;
+    if (!c->planned || c->after != after)
+      continue;
     ncclResult_t r = pcl_dispatch_launch(&c->a, &c->d);
-    if (r != ncclSuccess && first == ncclSuccess) first = r;
+    if (r != ncclSuccess && first == ncclSuccess)
+      first = r;
   }
   return first;
 }
@@ -161,19 +176,23 @@ static ncclResult_t group_end(const char *fn, int simulate, ncclSimInfo_t *sim,
     return ncclInvalidUsage;
   }
   const struct pcl_nccl_fns *F = pcl_fallback_fns();
-  if (F == NULL) return pcl_fallback_none(fn);
+  if (F == NULL)
+    return pcl_fallback_none(fn);
   if ((simulate ? (void *)F->ncclGroupSimulateEnd : (void *)F->ncclGroupEnd) == NULL)
     return pcl_fallback_missing(fn);
   struct group_tls *t = depth == 1 ? tls : NULL;
   ncclResult_t mine = ncclSuccess;
-  if (t != NULL && !simulate && pcl_group_queue_order(&t->q) > 0) mine = launch_step(&t->q, 0);
+  if (t != NULL && !simulate && pcl_group_queue_order(&t->q) > 0)
+    mine = launch_step(&t->q, 0);
   depth--;
   ncclResult_t res =
       pcl_errors_real_result(simulate ? F->ncclGroupSimulateEnd(sim) : F->ncclGroupEnd());
-  if (t == NULL) return res;
+  if (t == NULL)
+    return res;
   if (!simulate) {
     ncclResult_t r = launch_step(&t->q, 1);
-    if (mine == ncclSuccess) mine = r;
+    if (mine == ncclSuccess)
+      mine = r;
   }
   pcl_group_queue_reset(&t->q);
   if (t->njobs > 0) {
@@ -184,8 +203,10 @@ static ncclResult_t group_end(const char *fn, int simulate, ncclSimInfo_t *sim,
   }
   ncclResult_t err = t->err;
   t->err = ncclSuccess;
-  if (err != ncclSuccess) return err;
-  if (mine != ncclSuccess) return mine;
+  if (err != ncclSuccess)
+    return err;
+  if (mine != ncclSuccess)
+    return mine;
   return res;
 }
 

@@ -10,7 +10,8 @@ ncclResult_t pcl_group_queue_push(struct pcl_group_queue *q, const struct pcl_gr
     int cap = q->cap ? q->cap * 2 : 32;
     struct pcl_group_call *c =
         pcl_realloc(q->calls, (size_t)q->cap, (size_t)cap, sizeof(*c), "group calls");
-    if (c == NULL) return ncclSystemError;
+    if (c == NULL)
+      return ncclSystemError;
     q->calls = c;
     q->cap = cap;
   }
@@ -23,12 +24,14 @@ int pcl_group_queue_order(struct pcl_group_queue *q) {
   for (int i = 0; i < q->n; i++) {
     struct pcl_group_call *c = &q->calls[i];
     c->after = 0;
-    if (!c->planned) continue;
+    if (!c->planned)
+      continue;
     planned++;
     /* Quadratic in the group's size, but groups mixing both kinds are short, and a group
      * without forwarded calls never enters the inner loop's body. */
     for (int j = 0; j < i && !c->after; j++)
-      if (!q->calls[j].planned && q->calls[j].a.stream == c->a.stream) c->after = 1;
+      if (!q->calls[j].planned && q->calls[j].a.stream == c->a.stream)
+        c->after = 1;
   }
   return planned;
 }

@@ -9,8 +9,15 @@
 #include "shim_int.h"
 
 /* Which buffers a collective needs, and whether it takes a reduction op / root / peer. */
-enum { NEED_SEND = 1, NEED_RECV = 2, SEND_ON_ROOT = 4, RECV_ON_ROOT = 8, HAS_OP = 16,
-       HAS_ROOT = 32, HAS_PEER = 64 };
+enum {
+  NEED_SEND = 1,
+  NEED_RECV = 2,
+  SEND_ON_ROOT = 4,
+  RECV_ON_ROOT = 8,
+  HAS_OP = 16,
+  HAS_ROOT = 32,
+  HAS_PEER = 64
+};
 
 static const unsigned coll_flags[PCL_COLL_COUNT] = {
     [PCL_COLL_ALLREDUCE] = NEED_SEND | NEED_RECV | HAS_OP,
@@ -38,8 +45,10 @@ static ncclResult_t check_args(const char *fn, struct pcl_coll_args *a) {
     if (!ok && (int)a->op >= (int)ncclNumOps)
       ok = a->comm == NULL || pcl_comm_premul_known(a->comm, a->op);
     if (!ok) {
-      PCL_WARN(PCL_LOG_SHIM, "%s: invalid reduction operation %d (neither built in nor a PreMulSum "
-               "op created on this communicator)", fn, (int)a->op);
+      PCL_WARN(PCL_LOG_SHIM,
+               "%s: invalid reduction operation %d (neither built in nor a PreMulSum "
+               "op created on this communicator)",
+               fn, (int)a->op);
       return ncclInvalidArgument;
     }
   }
@@ -69,7 +78,8 @@ static ncclResult_t check_args(const char *fn, struct pcl_coll_args *a) {
 
 static ncclResult_t run(const char *fn, ncclComm_t comm, struct pcl_coll_args *a,
                         const void *caller) {
-  if (pcl_fallback_fns() == NULL) return pcl_fallback_none(fn);
+  if (pcl_fallback_fns() == NULL)
+    return pcl_fallback_none(fn);
   PCL_CHECK(pcl_comm_lookup_real(fn, comm, caller, &a->comm, &a->real));
   PCL_CHECK(check_args(fn, a));
   return pcl_dispatch(a);
@@ -78,8 +88,13 @@ static ncclResult_t run(const char *fn, ncclComm_t comm, struct pcl_coll_args *a
 PCL_API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                                    ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                    cudaStream_t stream) {
-  struct pcl_coll_args a = {.coll = PCL_COLL_ALLREDUCE, .sendbuff = sendbuff, .recvbuff = recvbuff,
-                            .count = count, .dtype = datatype, .op = op, .root = -1,
+  struct pcl_coll_args a = {.coll = PCL_COLL_ALLREDUCE,
+                            .sendbuff = sendbuff,
+                            .recvbuff = recvbuff,
+                            .count = count,
+                            .dtype = datatype,
+                            .op = op,
+                            .root = -1,
                             .stream = stream};
   return run("ncclAllReduce", comm, &a, PCL_CALLER);
 }
@@ -88,16 +103,26 @@ PCL_ALIAS(ncclAllReduce)
 PCL_API ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                                    ncclDataType_t datatype, int root, ncclComm_t comm,
                                    cudaStream_t stream) {
-  struct pcl_coll_args a = {.coll = PCL_COLL_BROADCAST, .sendbuff = sendbuff, .recvbuff = recvbuff,
-                            .count = count, .dtype = datatype, .root = root, .stream = stream};
+  struct pcl_coll_args a = {.coll = PCL_COLL_BROADCAST,
+                            .sendbuff = sendbuff,
+                            .recvbuff = recvbuff,
+                            .count = count,
+                            .dtype = datatype,
+                            .root = root,
+                            .stream = stream};
   return run("ncclBroadcast", comm, &a, PCL_CALLER);
 }
 PCL_ALIAS(ncclBroadcast)
 
 PCL_API ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
                                ncclComm_t comm, cudaStream_t stream) {
-  struct pcl_coll_args a = {.coll = PCL_COLL_BROADCAST, .legacy_bcast = 1, .sendbuff = buff,
-                            .recvbuff = buff, .count = count, .dtype = datatype, .root = root,
+  struct pcl_coll_args a = {.coll = PCL_COLL_BROADCAST,
+                            .legacy_bcast = 1,
+                            .sendbuff = buff,
+                            .recvbuff = buff,
+                            .count = count,
+                            .dtype = datatype,
+                            .root = root,
                             .stream = stream};
   return run("ncclBcast", comm, &a, PCL_CALLER);
 }
@@ -106,8 +131,13 @@ PCL_ALIAS(ncclBcast)
 PCL_API ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
                                 ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
                                 cudaStream_t stream) {
-  struct pcl_coll_args a = {.coll = PCL_COLL_REDUCE, .sendbuff = sendbuff, .recvbuff = recvbuff,
-                            .count = count, .dtype = datatype, .op = op, .root = root,
+  struct pcl_coll_args a = {.coll = PCL_COLL_REDUCE,
+                            .sendbuff = sendbuff,
+                            .recvbuff = recvbuff,
+                            .count = count,
+                            .dtype = datatype,
+                            .op = op,
+                            .root = root,
                             .stream = stream};
   return run("ncclReduce", comm, &a, PCL_CALLER);
 }
@@ -115,8 +145,13 @@ PCL_ALIAS(ncclReduce)
 
 PCL_API ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                                    ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  struct pcl_coll_args a = {.coll = PCL_COLL_ALLGATHER, .sendbuff = sendbuff, .recvbuff = recvbuff,
-                            .count = sendcount, .dtype = datatype, .root = -1, .stream = stream};
+  struct pcl_coll_args a = {.coll = PCL_COLL_ALLGATHER,
+                            .sendbuff = sendbuff,
+                            .recvbuff = recvbuff,
+                            .count = sendcount,
+                            .dtype = datatype,
+                            .root = -1,
+                            .stream = stream};
   return run("ncclAllGather", comm, &a, PCL_CALLER);
 }
 PCL_ALIAS(ncclAllGather)
@@ -124,17 +159,27 @@ PCL_ALIAS(ncclAllGather)
 PCL_API ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                        ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                        cudaStream_t stream) {
-  struct pcl_coll_args a = {.coll = PCL_COLL_REDUCESCATTER, .sendbuff = sendbuff,
-                            .recvbuff = recvbuff, .count = recvcount, .dtype = datatype, .op = op,
-                            .root = -1, .stream = stream};
+  struct pcl_coll_args a = {.coll = PCL_COLL_REDUCESCATTER,
+                            .sendbuff = sendbuff,
+                            .recvbuff = recvbuff,
+                            .count = recvcount,
+                            .dtype = datatype,
+                            .op = op,
+                            .root = -1,
+                            .stream = stream};
   return run("ncclReduceScatter", comm, &a, PCL_CALLER);
 }
 PCL_ALIAS(ncclReduceScatter)
 
 PCL_API ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                                   ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  struct pcl_coll_args a = {.coll = PCL_COLL_ALLTOALL, .sendbuff = sendbuff, .recvbuff = recvbuff,
-                            .count = count, .dtype = datatype, .root = -1, .stream = stream};
+  struct pcl_coll_args a = {.coll = PCL_COLL_ALLTOALL,
+                            .sendbuff = sendbuff,
+                            .recvbuff = recvbuff,
+                            .count = count,
+                            .dtype = datatype,
+                            .root = -1,
+                            .stream = stream};
   return run("ncclAlltoAll", comm, &a, PCL_CALLER);
 }
 PCL_ALIAS(ncclAlltoAll)
@@ -142,8 +187,13 @@ PCL_ALIAS(ncclAlltoAll)
 PCL_API ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
                                 ncclDataType_t datatype, int root, ncclComm_t comm,
                                 cudaStream_t stream) {
-  struct pcl_coll_args a = {.coll = PCL_COLL_GATHER, .sendbuff = sendbuff, .recvbuff = recvbuff,
-                            .count = count, .dtype = datatype, .root = root, .stream = stream};
+  struct pcl_coll_args a = {.coll = PCL_COLL_GATHER,
+                            .sendbuff = sendbuff,
+                            .recvbuff = recvbuff,
+                            .count = count,
+                            .dtype = datatype,
+                            .root = root,
+                            .stream = stream};
   return run("ncclGather", comm, &a, PCL_CALLER);
 }
 PCL_ALIAS(ncclGather)
@@ -151,24 +201,37 @@ PCL_ALIAS(ncclGather)
 PCL_API ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
                                  ncclDataType_t datatype, int root, ncclComm_t comm,
                                  cudaStream_t stream) {
-  struct pcl_coll_args a = {.coll = PCL_COLL_SCATTER, .sendbuff = sendbuff, .recvbuff = recvbuff,
-                            .count = count, .dtype = datatype, .root = root, .stream = stream};
+  struct pcl_coll_args a = {.coll = PCL_COLL_SCATTER,
+                            .sendbuff = sendbuff,
+                            .recvbuff = recvbuff,
+                            .count = count,
+                            .dtype = datatype,
+                            .root = root,
+                            .stream = stream};
   return run("ncclScatter", comm, &a, PCL_CALLER);
 }
 PCL_ALIAS(ncclScatter)
 
-PCL_API ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype,
-                              int peer, ncclComm_t comm, cudaStream_t stream) {
-  struct pcl_coll_args a = {.coll = PCL_COLL_SEND, .sendbuff = sendbuff, .count = count,
-                            .dtype = datatype, .root = peer, .stream = stream};
+PCL_API ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                              ncclComm_t comm, cudaStream_t stream) {
+  struct pcl_coll_args a = {.coll = PCL_COLL_SEND,
+                            .sendbuff = sendbuff,
+                            .count = count,
+                            .dtype = datatype,
+                            .root = peer,
+                            .stream = stream};
   return run("ncclSend", comm, &a, PCL_CALLER);
 }
 PCL_ALIAS(ncclSend)
 
 PCL_API ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
                               ncclComm_t comm, cudaStream_t stream) {
-  struct pcl_coll_args a = {.coll = PCL_COLL_RECV, .recvbuff = recvbuff, .count = count,
-                            .dtype = datatype, .root = peer, .stream = stream};
+  struct pcl_coll_args a = {.coll = PCL_COLL_RECV,
+                            .recvbuff = recvbuff,
+                            .count = count,
+                            .dtype = datatype,
+                            .root = peer,
+                            .stream = stream};
   return run("ncclRecv", comm, &a, PCL_CALLER);
 }
 PCL_ALIAS(ncclRecv)

@@ -20,7 +20,8 @@ PCL_API ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
     return ncclInvalidArgument;
   }
   ncclResult_t res = pcl_errors_real_result(F->ncclGetUniqueId(uniqueId));
-  if (res != ncclSuccess || pcl_fallback_called_by_real(PCL_CALLER)) return res;
+  if (res != ncclSuccess || pcl_fallback_called_by_real(PCL_CALLER))
+    return res;
   if (pcl_unique_id_fill(uniqueId) != ncclSuccess) {
     /* No bootstrap root: the id still works, its communicators run pass-through. */
     memset(uniqueId->internal + PCL_UNIQUE_ID_PCL_OFFSET, 0,
@@ -79,7 +80,8 @@ static ncclResult_t start_init(struct ncclComm *c, const ncclUniqueId *id, int r
   job.nranks = nranks;
   job.has_handle = pcl_unique_id_get(id, &job.handle);
   job.cuda_dev = -1;
-  if (pcl_setup_possible() && cudaGetDevice(&job.cuda_dev) != cudaSuccess) job.cuda_dev = -1;
+  if (pcl_setup_possible() && cudaGetDevice(&job.cuda_dev) != cudaSuccess)
+    job.cuda_dev = -1;
   c->cuda_dev = job.cuda_dev;
   c->nonblocking = real_res == ncclInProgress || (config != NULL && config->blocking == 0);
   return pcl_setup_submit(&job);
@@ -97,18 +99,17 @@ static ncclResult_t check_init(const char *fn, ncclComm_t *comm, int nranks, int
   return ncclSuccess;
 }
 
-PCL_API ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId,
-                                      int rank) {
+PCL_API ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank) {
   PCL_NEED_REAL(ncclCommInitRank);
   if (pcl_fallback_called_by_real(PCL_CALLER))
     return F->ncclCommInitRank(comm, nranks, commId, rank);
   PCL_CHECK(check_init("ncclCommInitRank", comm, nranks, rank));
   struct ncclComm *c;
   PCL_CHECK(pcl_comm_create(rank, nranks, NULL, &c));
-  ncclResult_t res =
-      pcl_errors_real_result(F->ncclCommInitRank(&c->real, nranks, commId, rank));
+  ncclResult_t res = pcl_errors_real_result(F->ncclCommInitRank(&c->real, nranks, commId, rank));
   res = finish_create(c, comm, res);
-  if (*comm != NULL) PCL_CHECK(start_init(c, &commId, rank, nranks, res, NULL));
+  if (*comm != NULL)
+    PCL_CHECK(start_init(c, &commId, rank, nranks, res, NULL));
   return res;
 }
 PCL_ALIAS(ncclCommInitRank)
@@ -123,17 +124,17 @@ PCL_API ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUn
   PCL_CHECK(pcl_comm_create(rank, nranks, NULL, &c));
   /* The caller's config pointer goes through unchanged: the real library applies NCCL's size /
    * magic / version rules to it. */
-  ncclResult_t res = pcl_errors_real_result(
-      F->ncclCommInitRankConfig(&c->real, nranks, commId, rank, config));
+  ncclResult_t res =
+      pcl_errors_real_result(F->ncclCommInitRankConfig(&c->real, nranks, commId, rank, config));
   res = finish_create(c, comm, res);
-  if (*comm != NULL) PCL_CHECK(start_init(c, &commId, rank, nranks, res, config));
+  if (*comm != NULL)
+    PCL_CHECK(start_init(c, &commId, rank, nranks, res, config));
   return res;
 }
 PCL_ALIAS(ncclCommInitRankConfig)
 
-PCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank,
-                                              int nId, ncclUniqueId *commIds,
-                                              ncclConfig_t *config) {
+PCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
+                                              ncclUniqueId *commIds, ncclConfig_t *config) {
   PCL_NEED_REAL(ncclCommInitRankScalable);
   PCL_CHECK(check_init("ncclCommInitRankScalable", newcomm, nranks, myrank));
   if (nId < 1 || commIds == NULL) {
@@ -147,7 +148,8 @@ PCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, i
       F->ncclCommInitRankScalable(&c->real, nranks, myrank, nId, commIds, config));
   res = finish_create(c, newcomm, res);
   /* planccl's bootstrap is not hierarchical: the first id's root serves every rank. */
-  if (*newcomm != NULL) PCL_CHECK(start_init(c, &commIds[0], myrank, nranks, res, config));
+  if (*newcomm != NULL)
+    PCL_CHECK(start_init(c, &commIds[0], myrank, nranks, res, config));
   return res;
 }
 PCL_ALIAS(ncclCommInitRankScalable)
@@ -155,8 +157,8 @@ PCL_ALIAS(ncclCommInitRankScalable)
 PCL_API ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
   PCL_NEED_REAL(ncclCommInitAll);
   if (comms == NULL || ndev < 1) {
-    PCL_WARN(PCL_LOG_SHIM, "ncclCommInitAll: invalid arguments (comms %p, ndev %d)",
-             (void *)comms, ndev);
+    PCL_WARN(PCL_LOG_SHIM, "ncclCommInitAll: invalid arguments (comms %p, ndev %d)", (void *)comms,
+             ndev);
     return ncclInvalidArgument;
   }
   ncclResult_t res = ncclSuccess;
@@ -169,11 +171,13 @@ PCL_API ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *dev
     res = ncclSystemError;
     goto out;
   }
-  for (; made < ndev; made++) PCL_CHECK_GOTO(pcl_comm_create(made, ndev, NULL, &cs[made]), res, out);
+  for (; made < ndev; made++)
+    PCL_CHECK_GOTO(pcl_comm_create(made, ndev, NULL, &cs[made]), res, out);
   /* The real library fills a contiguous array; it creates its comms synchronously. */
   res = pcl_errors_real_result(F->ncclCommInitAll(reals, ndev, devlist));
   int all = res == ncclSuccess;
-  for (int i = 0; i < ndev; i++) all &= reals[i] != NULL;
+  for (int i = 0; i < ndev; i++)
+    all &= reals[i] != NULL;
   if (all) {
     /* planccl's part: one bootstrap root for the ndev ranks, whose setups run on one thread
      * each (the bootstrap needs every rank present at once). */
@@ -192,14 +196,16 @@ PCL_API ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *dev
       job.nranks = ndev;
       job.cuda_dev = has ? (devlist ? devlist[i] : i) : -1;
       cs[i]->cuda_dev = job.cuda_dev;
-      if (PCL_CALLOC(jobs[i], 1, "ncclCommInitAll setup") == NULL) break;
+      if (PCL_CALLOC(jobs[i], 1, "ncclCommInitAll setup") == NULL)
+        break;
       *jobs[i] = job;
       njobs++;
     }
     if (njobs < ndev) {
       /* Out of memory before every rank had a job: no rank may bootstrap (it would wait for
        * the missing ones), so every job degrades to pass-through. */
-      for (int i = 0; i < njobs; i++) jobs[i]->has_handle = 0;
+      for (int i = 0; i < njobs; i++)
+        jobs[i]->has_handle = 0;
       for (int i = njobs; i < ndev; i++) {
         struct pcl_setup_job job;
         memset(&job, 0, sizeof(job));
@@ -208,7 +214,8 @@ PCL_API ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *dev
         pcl_setup_submit(&job);
       }
     }
-    if (jobs != NULL) pcl_setup_run_all(jobs, njobs);
+    if (jobs != NULL)
+      pcl_setup_run_all(jobs, njobs);
   }
   for (int i = 0; i < ndev; i++) {
     if (reals[i] != NULL) {
@@ -229,7 +236,8 @@ PCL_API ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *dev
 out:
   pcl_free(jobs);
   for (int i = 0; i < made; i++)
-    if (cs[i] != NULL) pcl_comm_destroy(cs[i]);
+    if (cs[i] != NULL)
+      pcl_comm_destroy(cs[i]);
   pcl_free(reals);
   pcl_free(cs);
   return res;
@@ -262,7 +270,8 @@ PCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm
         pcl_errors_real_result(F->ncclCommSplit(real, color, key, &nocolor_sink, config));
     *newcomm = NULL;
     /* planccl's split is collective over the parent: this rank takes part without a child. */
-    if (p != NULL) PCL_CHECK(pcl_setup_submit(&job));
+    if (p != NULL)
+      PCL_CHECK(pcl_setup_submit(&job));
     return res;
   }
   struct ncclComm *c;
@@ -292,8 +301,8 @@ PCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int 
   }
   struct ncclComm *c;
   PCL_CHECK(pcl_comm_create(-1, -1, p, &c));
-  ncclResult_t res = pcl_errors_real_result(F->ncclCommShrink(
-      real, excludeRanksList, excludeRanksCount, &c->real, config, shrinkFlags));
+  ncclResult_t res = pcl_errors_real_result(
+      F->ncclCommShrink(real, excludeRanksList, excludeRanksCount, &c->real, config, shrinkFlags));
   res = finish_create(c, newcomm, res);
   if (*newcomm != NULL) {
     struct pcl_setup_job job;
@@ -332,9 +341,11 @@ PCL_ALIAS(ncclCommFinalize)
 
 /* Destroy and abort: NULL is success (NCCL's behaviour); a second destroy is refused. */
 static ncclResult_t teardown(const char *fn, ncclComm_t comm, int abort, const void *caller) {
-  if (comm == NULL) return ncclSuccess;
+  if (comm == NULL)
+    return ncclSuccess;
   const struct pcl_nccl_fns *F = pcl_fallback_fns();
-  if (F == NULL) return pcl_fallback_none(fn);
+  if (F == NULL)
+    return pcl_fallback_none(fn);
   struct ncclComm *c;
   ncclComm_t real;
   PCL_CHECK(pcl_comm_lookup(fn, comm, caller, &c, &real));
@@ -349,14 +360,17 @@ static ncclResult_t teardown(const char *fn, ncclComm_t comm, int abort, const v
     pcl_stats_print(c);
     mine = c->pcl;
     c->pcl = NULL;
-    if (abort && mine != NULL && mine->exec != NULL) pcl_exec_abort(mine->exec);
-    if (!abort) pcl_comm_res_destroy(mine, 0);
+    if (abort && mine != NULL && mine->exec != NULL)
+      pcl_exec_abort(mine->exec);
+    if (!abort)
+      pcl_comm_res_destroy(mine, 0);
   }
   ncclResult_t res = ncclSuccess;
   if (real != NULL)
     res = pcl_errors_real_result(abort ? F->ncclCommAbort(real) : F->ncclCommDestroy(real));
   if (c != NULL) {
-    if (abort) pcl_comm_res_destroy(mine, 1); /* after the real abort stopped its kernels */
+    if (abort)
+      pcl_comm_res_destroy(mine, 1); /* after the real abort stopped its kernels */
     pcl_stats_destroy(c->stats);
     c->stats = NULL;
     /* The wrapper goes even when the real call failed: the handle is unusable either way. */
@@ -387,8 +401,7 @@ PCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncE
   if (real == NULL) {
     /* Init deferred to a group that has not ended, or a non-blocking init whose real comm is not
      * written yet: in progress. Otherwise the deferred init failed at its group end. */
-    *asyncError =
-        pcl_group_depth() > 0 || c->init_in_progress ? ncclInProgress : ncclInvalidUsage;
+    *asyncError = pcl_group_depth() > 0 || c->init_in_progress ? ncclInProgress : ncclInvalidUsage;
     return ncclSuccess;
   }
   /* Polling the real comm is what drives a non-blocking init or split to completion. */
@@ -407,12 +420,14 @@ PCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncE
       mine = pcl_exec_async_error(p->exec, NULL);
       if (mine != ncclSuccess) {
         atomic_store(&c->async_error, mine);
-        PCL_WARN(PCL_LOG_SHIM | PCL_LOG_EXEC, "communicator %p rank %d: a planccl kernel failed "
-                 "(%s): timeout (PLANCCL_TIMEOUT_S) or abort", (void *)c, c->rank,
-                 ncclGetErrorString((ncclResult_t)mine));
+        PCL_WARN(PCL_LOG_SHIM | PCL_LOG_EXEC,
+                 "communicator %p rank %d: a planccl kernel failed "
+                 "(%s): timeout (PLANCCL_TIMEOUT_S) or abort",
+                 (void *)c, c->rank, ncclGetErrorString((ncclResult_t)mine));
       }
     }
-    if (mine != ncclSuccess) *asyncError = (ncclResult_t)mine;
+    if (mine != ncclSuccess)
+      *asyncError = (ncclResult_t)mine;
   }
   return res;
 }
@@ -427,7 +442,7 @@ PCL_ALIAS(ncclCommGetAsyncError)
     }                                                                                              \
     struct ncclComm *c;                                                                            \
     ncclComm_t real;                                                                               \
-    PCL_CHECK(pcl_comm_lookup_real(#fn, comm, PCL_CALLER, &c, &real));                                         \
+    PCL_CHECK(pcl_comm_lookup_real(#fn, comm, PCL_CALLER, &c, &real));                             \
     return pcl_errors_real_result(F->fn(real, what));                                              \
   }                                                                                                \
   PCL_ALIAS(fn)

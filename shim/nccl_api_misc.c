@@ -57,10 +57,11 @@ PCL_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar,
                                               ncclDataType_t datatype,
                                               ncclScalarResidence_t residence, ncclComm_t comm) {
   PCL_NEED_COMM(ncclRedOpCreatePreMulSum, comm);
-  ncclResult_t res = pcl_errors_real_result(
-      F->ncclRedOpCreatePreMulSum(op, scalar, datatype, residence, real));
+  ncclResult_t res =
+      pcl_errors_real_result(F->ncclRedOpCreatePreMulSum(op, scalar, datatype, residence, real));
   /* Remember the op so collectives on this comm accept it. */
-  if (res == ncclSuccess && c != NULL && op != NULL) PCL_CHECK(pcl_comm_premul_add(c, *op));
+  if (res == ncclSuccess && c != NULL && op != NULL)
+    PCL_CHECK(pcl_comm_premul_add(c, *op));
   return res;
 }
 PCL_ALIAS(ncclRedOpCreatePreMulSum)
@@ -68,7 +69,8 @@ PCL_ALIAS(ncclRedOpCreatePreMulSum)
 PCL_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   PCL_NEED_COMM(ncclRedOpDestroy, comm);
   ncclResult_t res = pcl_errors_real_result(F->ncclRedOpDestroy(op, real));
-  if (res == ncclSuccess && c != NULL) pcl_comm_premul_remove(c, op);
+  if (res == ncclSuccess && c != NULL)
+    pcl_comm_premul_remove(c, op);
   return res;
 }
 PCL_ALIAS(ncclRedOpDestroy)
@@ -120,8 +122,10 @@ PCL_ALIAS(ncclLLA2ACreateRequirement)
 
 PCL_API int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
   const struct pcl_nccl_fns *F = pcl_fallback_fns();
-  if (F == NULL) return pcl_fallback_none("ncclLLA2ACalcSlots"), -1;
-  if (F->ncclLLA2ACalcSlots == NULL) return pcl_fallback_missing("ncclLLA2ACalcSlots"), -1;
+  if (F == NULL)
+    return pcl_fallback_none("ncclLLA2ACalcSlots"), -1;
+  if (F->ncclLLA2ACalcSlots == NULL)
+    return pcl_fallback_missing("ncclLLA2ACalcSlots"), -1;
   return F->ncclLLA2ACalcSlots(maxElts, maxEltSize);
 }
 PCL_ALIAS(ncclLLA2ACalcSlots)
@@ -129,19 +133,23 @@ PCL_ALIAS(ncclLLA2ACalcSlots)
 /* The real comm for a team query, or NULL after a WARN. */
 static ncclComm_t team_comm(const char *fn, void *sym_ok, ncclComm_t comm, const void *caller) {
   const struct pcl_nccl_fns *F = pcl_fallback_fns();
-  if (F == NULL) return pcl_fallback_none(fn), NULL;
-  if (sym_ok == NULL) return pcl_fallback_missing(fn), NULL;
+  if (F == NULL)
+    return pcl_fallback_none(fn), NULL;
+  if (sym_ok == NULL)
+    return pcl_fallback_missing(fn), NULL;
   struct ncclComm *c;
   ncclComm_t real;
-  if (pcl_comm_lookup_real(fn, comm, caller, &c, &real) != ncclSuccess) return NULL;
+  if (pcl_comm_lookup_real(fn, comm, caller, &c, &real) != ncclSuccess)
+    return NULL;
   return real;
 }
 
 #define PCL_TEAM_FN(fn)                                                                            \
   PCL_API ncclTeam_t fn(ncclComm_t comm) {                                                         \
     const struct pcl_nccl_fns *F = pcl_fallback_fns();                                             \
-    ncclComm_t real = team_comm(#fn, F ? (void *)F->fn : NULL, comm, PCL_CALLER);                              \
-    if (real == NULL) return (ncclTeam_t){0, -1, 0};                                               \
+    ncclComm_t real = team_comm(#fn, F ? (void *)F->fn : NULL, comm, PCL_CALLER);                  \
+    if (real == NULL)                                                                              \
+      return (ncclTeam_t){0, -1, 0};                                                               \
     return F->fn(real);                                                                            \
   }                                                                                                \
   PCL_ALIAS(fn)
@@ -153,8 +161,9 @@ PCL_TEAM_FN(ncclTeamRail)
 #define PCL_TEAM_RANK_FN(fn)                                                                       \
   PCL_API int fn(ncclComm_t comm, ncclTeam_t team, int rank) {                                     \
     const struct pcl_nccl_fns *F = pcl_fallback_fns();                                             \
-    ncclComm_t real = team_comm(#fn, F ? (void *)F->fn : NULL, comm, PCL_CALLER);                              \
-    if (real == NULL) return -1;                                                                   \
+    ncclComm_t real = team_comm(#fn, F ? (void *)F->fn : NULL, comm, PCL_CALLER);                  \
+    if (real == NULL)                                                                              \
+      return -1;                                                                                   \
     return F->fn(real, team, rank);                                                                \
   }                                                                                                \
   PCL_ALIAS(fn)

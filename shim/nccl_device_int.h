@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT
- * C declarations of the host functions of NCCL's device API (the nccl_device headers are C++ only), with
- * the exact ABI of NCCL 2.28.9: opaque pointers, and ncclTeam_t passed and returned by value. */
+ * C declarations of the host functions of NCCL's device API (the nccl_device headers are C++ only),
+ * with the exact ABI of NCCL 2.28.9: opaque pointers, and ncclTeam_t passed and returned by value.
+ */
 #ifndef PCL_NCCL_DEVICE_INT_H
 #define PCL_NCCL_DEVICE_INT_H
 
@@ -44,8 +45,7 @@ ncclResult_t pncclDevCommCreate(ncclComm_t, const ncclDevCommRequirements_t *, n
 ncclResult_t pncclDevCommDestroy(ncclComm_t, const ncclDevComm_t *);
 ncclResult_t pncclLsaBarrierCreateRequirement(ncclTeam_t, int, ncclLsaBarrierHandle_t *,
                                               ncclDevResourceRequirements_t *);
-ncclResult_t pncclGinBarrierCreateRequirement(ncclComm_t, ncclTeam_t, int,
-                                              ncclGinBarrierHandle_t *,
+ncclResult_t pncclGinBarrierCreateRequirement(ncclComm_t, ncclTeam_t, int, ncclGinBarrierHandle_t *,
                                               ncclDevResourceRequirements_t *);
 ncclResult_t pncclLLA2ACreateRequirement(int, int, ncclLLA2AHandle_t *,
                                          ncclDevResourceRequirements_t *);

@@ -16,7 +16,6 @@
 #include "param.h"
 #include "plans_search.h"
 
-
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pcl_registry_t *registry;
 
@@ -28,7 +27,8 @@ static int lib_dir(char *out, size_t len, int up) {
     return -1;
   for (int i = 0; i <= up; i++) {
     char *slash = strrchr(rp, '/');
-    if (slash == NULL) return -1;
+    if (slash == NULL)
+      return -1;
     *slash = '\0';
   }
   return snprintf(out, len, "%s", rp) < (int)len ? 0 : -1;
@@ -51,8 +51,10 @@ static void load(void) {
                         &search);
   const char *dirs[PCL_PLANS_MAX_DIRS];
   int n = search.n;
-  for (int i = 0; i < n; i++) dirs[i] = search.path[i];
-  if (pcl_registry_create(dirs, n, &registry) != ncclSuccess) registry = NULL;
+  for (int i = 0; i < n; i++)
+    dirs[i] = search.path[i];
+  if (pcl_registry_create(dirs, n, &registry) != ncclSuccess)
+    registry = NULL;
   int refused = pcl_registry_refused_count(registry);
   PCL_INFO(PCL_LOG_PLAN | PCL_LOG_INIT, "%d plans loaded (%d refused) from %d directories%s%s",
            pcl_registry_count(registry), refused, n, n ? ", last " : "", n ? dirs[n - 1] : "");

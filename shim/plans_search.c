@@ -17,9 +17,11 @@ static int is_dir(const char *p) {
 
 /* Appends a/b; 0 when it does not fit. */
 static int add(pcl_plans_dirs_t *out, const char *a, const char *b) {
-  if (out->n >= PCL_PLANS_MAX_DIRS) return 0;
+  if (out->n >= PCL_PLANS_MAX_DIRS)
+    return 0;
   int len = snprintf(out->path[out->n], PATH_MAX, "%s/%s", a, b);
-  if (len <= 0 || len >= PATH_MAX) return 0;
+  if (len <= 0 || len >= PATH_MAX)
+    return 0;
   out->n++;
   return 1;
 }
@@ -27,7 +29,8 @@ static int add(pcl_plans_dirs_t *out, const char *a, const char *b) {
 /* 1 when `dir` is `tree` or below it (a whole path component, not a name prefix). */
 static int inside(const char *dir, const char *tree) {
   char rp[PATH_MAX];
-  if (tree == NULL || realpath(tree, rp) == NULL) return 0;
+  if (tree == NULL || realpath(tree, rp) == NULL)
+    return 0;
   size_t n = strlen(rp);
   return strncmp(dir, rp, n) == 0 && (dir[n] == '/' || dir[n] == '\0');
 }
@@ -47,25 +50,30 @@ void pcl_plans_search_dirs(const char *env, const char *lib_dir, const char *bui
     }
     s += len + (s[len] == ':');
   }
-  if (lib_dir == NULL) return;
+  if (lib_dir == NULL)
+    return;
   char prefix[PATH_MAX];
   snprintf(prefix, sizeof(prefix), "%s", lib_dir);
   char *slash = strrchr(prefix, '/');
-  if (slash != NULL) *slash = '\0'; /* <prefix>/lib -> <prefix> */
+  if (slash != NULL)
+    *slash = '\0'; /* <prefix>/lib -> <prefix> */
   if (!add(out, prefix, "share/planccl/plans") || is_dir(out->path[out->n - 1]) ||
       source_plans == NULL || !inside(lib_dir, build_tree))
     return;
   out->n--; /* not installed, in the build tree: the source tree's default set instead */
   DIR *d = opendir(source_plans);
-  if (d == NULL) return;
+  if (d == NULL)
+    return;
   char *names[PCL_PLANS_MAX_DIRS];
   int k = 0;
   for (struct dirent *e; (e = readdir(d)) != NULL && k < PCL_PLANS_MAX_DIRS;) {
-    if (e->d_name[0] == '.' || strcmp(e->d_name, "extra") == 0) continue;
+    if (e->d_name[0] == '.' || strcmp(e->d_name, "extra") == 0)
+      continue;
     char p[PATH_MAX];
     if (snprintf(p, sizeof(p), "%s/%s", source_plans, e->d_name) >= (int)sizeof(p) || !is_dir(p))
       continue;
-    if ((names[k] = pcl_strdup(e->d_name, "plan folder name")) != NULL) k++;
+    if ((names[k] = pcl_strdup(e->d_name, "plan folder name")) != NULL)
+      k++;
   }
   closedir(d);
   qsort(names, (size_t)k, sizeof(names[0]), cmp_names);

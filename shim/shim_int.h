@@ -16,6 +16,8 @@
 
 /* Every symbol planccl resolves in the real library (all of NCCL 2.28.9's API but the
  * deprecated ncclResetDebugInit, which maps onto ncclResetDebugInitInternal). */
+/* One list, laid out by hand: the formatter would nest each X deeper than the last. */
+/* clang-format off */
 #define PCL_NCCL_FNS(X)                                                                            \
   X(ncclGetVersion) X(ncclGetUniqueId) X(ncclGetErrorString) X(ncclGetLastError)                   \
   X(ncclResetDebugInitInternal) X(ncclCommInitRank) X(ncclCommInitRankConfig)                      \
@@ -30,6 +32,7 @@
   X(ncclLsaBarrierCreateRequirement) X(ncclGinBarrierCreateRequirement)                            \
   X(ncclLLA2ACreateRequirement) X(ncclLLA2ACalcSlots) X(ncclTeamWorld) X(ncclTeamLsa)              \
   X(ncclTeamRail) X(ncclTeamRankToWorld) X(ncclTeamRankToLsa)
+/* clang-format on */
 
 /* One pointer per real function, same name, same type; NULL when the library lacks it. */
 struct pcl_nccl_fns {
@@ -65,10 +68,12 @@ ncclResult_t pcl_fallback_missing(const char *fn);
 
 /* Declares `F`, the real table, and returns the right error from the enclosing function when the
  * real library or its function `fn` is missing. */
+/* clang-format off */
 #define PCL_NEED_REAL(fn)                                                                          \
   const struct pcl_nccl_fns *F = pcl_fallback_fns();                                               \
   if (F == NULL) return pcl_fallback_none(#fn);                                                    \
   if (F->fn == NULL) return pcl_fallback_missing(#fn)
+/* clang-format on */
 
 /* ---- errors.c ---- */
 

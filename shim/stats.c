@@ -11,7 +11,8 @@
 
 ncclResult_t pcl_stats_create(const pcl_registry_t *reg, struct pcl_comm_stats **out) {
   struct pcl_comm_stats *s;
-  if (PCL_CALLOC(s, 1, "comm stats") == NULL) return ncclSystemError;
+  if (PCL_CALLOC(s, 1, "comm stats") == NULL)
+    return ncclSystemError;
   s->reg = reg;
   s->nslots = PCL_WHY_COUNT + pcl_registry_count(reg);
   if (PCL_CALLOC(s->cells, (size_t)PCL_COLL_COUNT * (size_t)s->nslots, "stat cells") == NULL) {
@@ -23,7 +24,8 @@ ncclResult_t pcl_stats_create(const pcl_registry_t *reg, struct pcl_comm_stats *
 }
 
 void pcl_stats_destroy(struct pcl_comm_stats *s) {
-  if (s == NULL) return;
+  if (s == NULL)
+    return;
   pcl_free(s->cells);
   pcl_free(s);
 }
@@ -31,7 +33,8 @@ void pcl_stats_destroy(struct pcl_comm_stats *s) {
 uint32_t pcl_stats_slot(const struct pcl_comm_stats *s, const struct pcl_dispatch_decision *d) {
   if (d->path == PCL_PATH_PLAN && s != NULL)
     for (int i = 0; i < pcl_registry_count(s->reg); i++)
-      if (pcl_registry_plan(s->reg, i) == d->plan) return (uint32_t)(PCL_WHY_COUNT + i);
+      if (pcl_registry_plan(s->reg, i) == d->plan)
+        return (uint32_t)(PCL_WHY_COUNT + i);
   return (uint32_t)d->why;
 }
 
@@ -47,26 +50,28 @@ static void slot_name(const struct pcl_comm_stats *s, int slot, char *buf, size_
 
 void pcl_stats_print(struct ncclComm *c) {
   struct pcl_comm_stats *s = c->stats;
-  if (s == NULL || !pcl_param_stats()) return;
+  if (s == NULL || !pcl_param_stats())
+    return;
   char head[256];
-  snprintf(head, sizeof(head), "planccl stats: comm %p rank %d of %d, device %d, %s%s%s",
-           (void *)c, c->rank, c->nranks, c->cuda_dev, c->pcl ? "planned" : "pass-through",
-           c->pcl ? "" : ": ", c->pcl ? "" : c->passthrough_why);
+  snprintf(head, sizeof(head), "planccl stats: comm %p rank %d of %d, device %d, %s%s%s", (void *)c,
+           c->rank, c->nranks, c->cuda_dev, c->pcl ? "planned" : "pass-through", c->pcl ? "" : ": ",
+           c->pcl ? "" : c->passthrough_why);
   /* One fprintf per line: lines of several ranks in one process stay whole. */
   fprintf(stderr, "%s\n", head);
-  fprintf(stderr, "planccl stats: %-14s %-48s %12s %16s\n", "collective", "path", "calls",
-          "bytes");
+  fprintf(stderr, "planccl stats: %-14s %-48s %12s %16s\n", "collective", "path", "calls", "bytes");
   uint64_t planned = 0, total = 0;
   for (int coll = 0; coll < PCL_COLL_COUNT; coll++)
     for (int slot = 0; slot < s->nslots; slot++) {
       const struct pcl_stat_cell *cell = &s->cells[(size_t)coll * (size_t)s->nslots + slot];
-      if (cell->calls == 0) continue;
+      if (cell->calls == 0)
+        continue;
       char name[160];
       slot_name(s, slot, name, sizeof(name));
       fprintf(stderr, "planccl stats: %-14s %-48s %12llu %16llu\n", pcl_coll_name(coll), name,
               (unsigned long long)cell->calls, (unsigned long long)cell->bytes);
       total += cell->calls;
-      if (slot >= PCL_WHY_COUNT) planned += cell->calls;
+      if (slot >= PCL_WHY_COUNT)
+        planned += cell->calls;
     }
   fprintf(stderr, "planccl stats: rank %d: %llu of %llu calls ran on plans\n", c->rank,
           (unsigned long long)planned, (unsigned long long)total);
@@ -74,17 +79,23 @@ void pcl_stats_print(struct ncclComm *c) {
 
 void pcl_stats_log_path(struct ncclComm *c, const struct pcl_coll_args *a, int inplace,
                         const struct pcl_dispatch_decision *d) {
-  if (!pcl_log_enabled(PCL_LOG_INFO, PCL_LOG_COLL)) return;
+  if (!pcl_log_enabled(PCL_LOG_INFO, PCL_LOG_COLL))
+    return;
   uint64_t bytes = d->msg_bytes;
   int cls = bytes ? 63 - __builtin_clzll(bytes) : 0;
   uint64_t bit = 1ull << cls;
-  if (c->path_logged[a->coll] & bit) return;
+  if (c->path_logged[a->coll] & bit)
+    return;
   c->path_logged[a->coll] |= bit;
   /* "pcl_path coll=... bytes=... path=..." is parsed by planccl-bench: keep the tokens. */
-  PCL_INFO(PCL_LOG_COLL, "pcl_path coll=%s bytes=%llu class=2^%d inplace=%d dtype=%d op=%d "
-           "path=%s%s (%s)", pcl_coll_name(a->coll), (unsigned long long)bytes, cls, inplace,
-           (int)a->dtype, (int)a->op,
-           d->path == PCL_PATH_PLAN ? "plan:" : d->path == PCL_PATH_NCCL ? "nccl" : 
-           d->path == PCL_PATH_NOOP ? "noop" : "error",
+  PCL_INFO(PCL_LOG_COLL,
+           "pcl_path coll=%s bytes=%llu class=2^%d inplace=%d dtype=%d op=%d "
+           "path=%s%s (%s)",
+           pcl_coll_name(a->coll), (unsigned long long)bytes, cls, inplace, (int)a->dtype,
+           (int)a->op,
+           d->path == PCL_PATH_PLAN   ? "plan:"
+           : d->path == PCL_PATH_NCCL ? "nccl"
+           : d->path == PCL_PATH_NOOP ? "noop"
+                                      : "error",
            d->path == PCL_PATH_PLAN ? d->plan->name : "", pcl_why_name(d->why));
 }

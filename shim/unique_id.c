@@ -14,7 +14,8 @@ _Static_assert(PCL_UNIQUE_ID_PCL_OFFSET == PCL_BOOTSTRAP_HANDLE_OFFSET, "same la
 ncclResult_t pcl_unique_id_fill(ncclUniqueId *id) {
   pcl_bootstrap_handle_t h;
   memset(&h, 0, sizeof(h));
-  if (pcl_setup_possible()) PCL_CHECK(pcl_bootstrap_root_create(&h));
+  if (pcl_setup_possible())
+    PCL_CHECK(pcl_bootstrap_root_create(&h));
   memcpy(id->internal + PCL_UNIQUE_ID_PCL_OFFSET, &h, sizeof(h));
   return ncclSuccess;
 }

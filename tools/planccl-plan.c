@@ -14,34 +14,34 @@
 #define PCL_PLAN_TOOL_MAX_COUNT_S "1000"
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: planccl-plan COMMAND [OPTIONS] FILE...\n"
-          "\n"
-          "commands:\n"
-          "  validate FILE...   load and validate plans; prints OK or the reason (JSON path)\n"
-          "  simulate FILE...   run plans on the CPU simulator for every rank and check results\n"
-          "  show FILE          per-rank, per-block op listing\n"
-          "  dot FILE           Graphviz graph: ops, block order, cross-rank data and signals\n"
-          "\n"
-          "simulate options:\n"
-          "  --sizes LIST       comma-separated message sizes (K/M/G suffixes; registry\n"
-          "                     semantics: allgather = total output, reducescatter = total input);\n"
-          "                     default: a spread over the plan's range, ends included; sizes a\n"
-          "                     plan cannot run are named and skipped\n"
-          "  --max-bytes N      cap of the automatic sizes (default: 32M/nranks, 64K..2M)\n"
-          "  --dtype T|all      int8 uint8 int32 uint32 int64 uint64 fp16 fp32 fp64 bf16 e4m3\n"
-          "                     e5m2 (default fp32)\n"
-          "  --op OP|all        sum prod max min avg (default sum; reducing collectives only)\n"
-          "  --seeds N          schedules per case (default 4: round-robin, greedy up, greedy\n"
-          "                     down, random...; at most 1000)\n"
-          "  --seed S           first seed (default 0)\n"
-          "  --packet P|all     ll16 or ll8 (default ll16)\n"
-          "  --calls N          calls per size, flag advanced each time (default 2; at most 1000)\n"
-          "  --any-op           every reduce op uses the call's op, even where the plan fixes\n"
-          "                     reduce_op (what-if runs)\n"
-          "  -v, --verbose      also print messages of skipped cases\n"
-          "\n"
-          "exit status: 0 all good, 1 a plan failed (validation or simulation), 2 usage error\n");
+  fprintf(
+      f, "usage: planccl-plan COMMAND [OPTIONS] FILE...\n"
+         "\n"
+         "commands:\n"
+         "  validate FILE...   load and validate plans; prints OK or the reason (JSON path)\n"
+         "  simulate FILE...   run plans on the CPU simulator for every rank and check results\n"
+         "  show FILE          per-rank, per-block op listing\n"
+         "  dot FILE           Graphviz graph: ops, block order, cross-rank data and signals\n"
+         "\n"
+         "simulate options:\n"
+         "  --sizes LIST       comma-separated message sizes (K/M/G suffixes; registry\n"
+         "                     semantics: allgather = total output, reducescatter = total input);\n"
+         "                     default: a spread over the plan's range, ends included; sizes a\n"
+         "                     plan cannot run are named and skipped\n"
+         "  --max-bytes N      cap of the automatic sizes (default: 32M/nranks, 64K..2M)\n"
+         "  --dtype T|all      int8 uint8 int32 uint32 int64 uint64 fp16 fp32 fp64 bf16 e4m3\n"
+         "                     e5m2 (default fp32)\n"
+         "  --op OP|all        sum prod max min avg (default sum; reducing collectives only)\n"
+         "  --seeds N          schedules per case (default 4: round-robin, greedy up, greedy\n"
+         "                     down, random...; at most 1000)\n"
+         "  --seed S           first seed (default 0)\n"
+         "  --packet P|all     ll16 or ll8 (default ll16)\n"
+         "  --calls N          calls per size, flag advanced each time (default 2; at most 1000)\n"
+         "  --any-op           every reduce op uses the call's op, even where the plan fixes\n"
+         "                     reduce_op (what-if runs)\n"
+         "  -v, --verbose      also print messages of skipped cases\n"
+         "\n"
+         "exit status: 0 all good, 1 a plan failed (validation or simulation), 2 usage error\n");
 }
 
 static int load(const char *path, pcl_plan_t **plan) {
@@ -78,12 +78,18 @@ static int cmd_validate(int nfiles, char **files) {
 static int parse_size(const char *s, uint64_t *v) {
   char *end;
   unsigned long long x = strtoull(s, &end, 10);
-  if (end == s) return 0;
-  if (*end == 'K' || *end == 'k') x <<= 10, end++;
-  else if (*end == 'M' || *end == 'm') x <<= 20, end++;
-  else if (*end == 'G' || *end == 'g') x <<= 30, end++;
-  if (*end == 'B' || *end == 'b') end++;
-  if (*end) return 0;
+  if (end == s)
+    return 0;
+  if (*end == 'K' || *end == 'k')
+    x <<= 10, end++;
+  else if (*end == 'M' || *end == 'm')
+    x <<= 20, end++;
+  else if (*end == 'G' || *end == 'g')
+    x <<= 30, end++;
+  if (*end == 'B' || *end == 'b')
+    end++;
+  if (*end)
+    return 0;
   *v = x;
   return 1;
 }
@@ -97,9 +103,14 @@ static void fmt_sizes(const pcl_sim_result_t *r, char *buf, size_t len) {
   }
   for (int i = 0; i < r->nsizes && l + 24 < len; i++) {
     uint64_t v = r->sizes[i];
-    if (v % (1 << 20) == 0) l += (size_t)snprintf(buf + l, len - l, "%s%lluM", i ? "," : "", (unsigned long long)(v >> 20));
-    else if (v % 1024 == 0) l += (size_t)snprintf(buf + l, len - l, "%s%lluK", i ? "," : "", (unsigned long long)(v >> 10));
-    else l += (size_t)snprintf(buf + l, len - l, "%s%llu", i ? "," : "", (unsigned long long)v);
+    if (v % (1 << 20) == 0)
+      l += (size_t)snprintf(buf + l, len - l, "%s%lluM", i ? "," : "",
+                            (unsigned long long)(v >> 20));
+    else if (v % 1024 == 0)
+      l += (size_t)snprintf(buf + l, len - l, "%s%lluK", i ? "," : "",
+                            (unsigned long long)(v >> 10));
+    else
+      l += (size_t)snprintf(buf + l, len - l, "%s%llu", i ? "," : "", (unsigned long long)v);
   }
 }
 
@@ -114,13 +125,12 @@ typedef struct {
 
 static int cmd_simulate(int nfiles, char **files, sim_args_t *a) {
   int bad = 0, ncases = 0, npass = 0, nskip = 0, nplans = 0, nrefused = 0;
-  printf("%-34s %5s  %-8s %-10s %-5s %-9s %s\n", "plan", "ranks", "dtype", "op", "pkt",
-         "verdict", "sizes");
+  printf("%-34s %5s  %-8s %-10s %-5s %-9s %s\n", "plan", "ranks", "dtype", "op", "pkt", "verdict",
+         "sizes");
   for (int f = 0; f < nfiles; f++) {
     pcl_plan_t *p = NULL;
     if (!load(files[f], &p)) {
-      printf("%-34s %5s  %-8s %-10s %-5s %-9s %s\n", files[f], "-", "-", "-", "-", "REFUSED",
-             "-");
+      printf("%-34s %5s  %-8s %-10s %-5s %-9s %s\n", files[f], "-", "-", "-", "-", "REFUSED", "-");
       bad = 1;
       nrefused++;
       continue;
@@ -150,17 +160,19 @@ static int cmd_simulate(int nfiles, char **files, sim_args_t *a) {
             opts.nsizes = a->nsizes;
           }
           pcl_sim_result_t *r = pcl_calloc(1, sizeof(*r), "sim result");
-          if (!r) return 2;
+          if (!r)
+            return 2;
           ncclResult_t rc = pcl_sim_run(p, &opts, r);
           char sizes[512];
           fmt_sizes(r, sizes, sizeof(sizes));
-          int failed = rc != ncclSuccess ||
-                       (r->verdict != PCL_SIM_PASS && r->verdict != PCL_SIM_SKIPPED);
+          int failed =
+              rc != ncclSuccess || (r->verdict != PCL_SIM_PASS && r->verdict != PCL_SIM_SKIPPED);
           printf("%-34s %5d  %-8s %-10s %-5s %-9s %s\n", name, p->n_gpus,
                  pcl_dtype_name(opts.dtype), reducing ? pcl_sim_op_name(opts.op) : "-",
                  opts.packet == PCL_SIM_LL8 ? "ll8" : "ll16", pcl_sim_verdict_name(r->verdict),
                  sizes);
-          if (failed || (opts.verbose && r->message[0])) printf("  %s\n", r->message);
+          if (failed || (opts.verbose && r->message[0]))
+            printf("  %s\n", r->message);
           bad |= failed;
           ncases++;
           npass += !failed && r->verdict == PCL_SIM_PASS;
@@ -177,8 +189,10 @@ static int cmd_simulate(int nfiles, char **files, sim_args_t *a) {
 
 /* ---- show ------------------------------------------------------------------------------------ */
 static const char *chan_short(int t) {
-  return t == PCL_PLAN_CHAN_MEMORY ? "mem" : t == PCL_PLAN_CHAN_PORT ? "port"
-                                            : t == PCL_PLAN_CHAN_SWITCH ? "switch" : "-";
+  return t == PCL_PLAN_CHAN_MEMORY   ? "mem"
+         : t == PCL_PLAN_CHAN_PORT   ? "port"
+         : t == PCL_PLAN_CHAN_SWITCH ? "switch"
+                                     : "-";
 }
 
 static void print_ref(const pcl_plan_ref_t *r) {
@@ -194,11 +208,13 @@ static void print_op(const pcl_plan_gpu_t *g, const pcl_plan_op_t *op, const cha
   printf("    %-10s %-8s", label, pcl_plan_op_name((pcl_plan_op_type_t)op->type));
   if (op->n_src) {
     printf(" src:");
-    for (int i = 0; i < op->n_src; i++) print_ref(&op->src[i]);
+    for (int i = 0; i < op->n_src; i++)
+      print_ref(&op->src[i]);
   }
   if (op->n_dst) {
     printf(" dst:");
-    for (int i = 0; i < op->n_dst; i++) print_ref(&op->dst[i]);
+    for (int i = 0; i < op->n_dst; i++)
+      print_ref(&op->dst[i]);
   }
   if (op->n_channels) {
     printf(" %s:", chan_short(op->channel_type));
@@ -215,11 +231,14 @@ static void print_op(const pcl_plan_gpu_t *g, const pcl_plan_op_t *op, const cha
     static const char *const red[] = {"sum", "prod", "max", "min", "avg"};
     printf(" reduce:%s", op->reduce_op <= PCL_PLAN_RED_AVG ? red[op->reduce_op] : "?");
   }
-  if (op->tbg_size > 1) printf(" tbg:%u/%u", op->tbg_id, op->tbg_size);
-  if (op->type == PCL_PLAN_OP_BARRIER) printf(" id:%d blocks:%u", op->barrier_id, op->num_threadblocks);
+  if (op->tbg_size > 1)
+    printf(" tbg:%u/%u", op->tbg_id, op->tbg_size);
+  if (op->type == PCL_PLAN_OP_BARRIER)
+    printf(" id:%d blocks:%u", op->barrier_id, op->num_threadblocks);
   if (op->n_sems) {
     printf(" sems:");
-    for (int i = 0; i < op->n_sems; i++) printf("%s%u", i ? "," : "", op->sem_ids[i]);
+    for (int i = 0; i < op->n_sems; i++)
+      printf("%s%u", i ? "," : "", op->sem_ids[i]);
   }
   if (op->type == PCL_PLAN_OP_PIPELINE)
     printf(" unit:%u chunks:%u inner:%u", op->unit_size, op->num_chunks, op->n_inner);
@@ -228,7 +247,8 @@ static void print_op(const pcl_plan_gpu_t *g, const pcl_plan_op_t *op, const cha
 
 static int cmd_show(const char *file) {
   pcl_plan_t *p = NULL;
-  if (!load(file, &p)) return 1;
+  if (!load(file, &p))
+    return 1;
   printf("%s: %s, %s, %d ranks (%d per node), %s, %s, %d threads/block, align %u, "
          "double scratch %s, reuse %s, sizes [%llu, %llu], priority %d\n",
          file, p->name, pcl_plan_coll_name(p->collective), p->n_gpus, p->nranks_per_node,
@@ -243,7 +263,8 @@ static int cmd_show(const char *file) {
     for (int t = 0; t < 2; t++)
       for (int c = 0; c < g->n_channels[t]; c++)
         printf(" %s%d->rank%d", chan_short(t), c, g->channels[t][c].peer);
-    for (int i = 0; i < g->n_sems; i++) printf(" sem%d=%u", i, g->sem_init[i]);
+    for (int i = 0; i < g->n_sems; i++)
+      printf(" sem%d=%u", i, g->sem_init[i]);
     printf("\n");
     for (int b = 0; b < g->n_blocks; b++) {
       const pcl_plan_block_t *bl = &g->blocks[b];
@@ -276,7 +297,8 @@ static int overlaps(const pcl_plan_ref_t *a, const pcl_plan_ref_t *b) {
 
 static int cmd_dot(const char *file) {
   pcl_plan_t *p = NULL;
-  if (!load(file, &p)) return 1;
+  if (!load(file, &p))
+    return 1;
   printf("digraph \"%s\" {\n  rankdir=LR;\n  node [shape=box, fontsize=10];\n", p->name);
   for (int r = 0; r < p->n_gpus; r++) {
     const pcl_plan_gpu_t *g = &p->gpus[r];
@@ -286,7 +308,8 @@ static int cmd_dot(const char *file) {
       for (int f = 0; f < bl->n_ops; f++) {
         printf("    r%db%do%d [label=\"b%d #%d %s\"];\n", r, b, f, b, f,
                pcl_plan_op_name((pcl_plan_op_type_t)bl->ops[f].type));
-        if (f > 0) printf("    r%db%do%d -> r%db%do%d [style=dotted];\n", r, b, f - 1, r, b, f);
+        if (f > 0)
+          printf("    r%db%do%d -> r%db%do%d [style=dotted];\n", r, b, f - 1, r, b, f);
       }
     }
     printf("  }\n");
@@ -300,25 +323,28 @@ static int cmd_dot(const char *file) {
         const pcl_plan_op_t *op = &g->blocks[b].ops[f];
         for (int d = 0; d < op->n_dst; d++) {
           const pcl_plan_ref_t *w = &op->dst[d];
-          if (w->kind != PCL_PLAN_REF_REMOTE || w->rank < 0 || w->rank >= p->n_gpus) continue;
+          if (w->kind != PCL_PLAN_REF_REMOTE || w->rank < 0 || w->rank >= p->n_gpus)
+            continue;
           const pcl_plan_gpu_t *pg = &p->gpus[w->rank];
           for (int pb = 0; pb < pg->n_blocks; pb++)
             for (int pf = 0; pf < pg->blocks[pb].n_ops; pf++) {
               const pcl_plan_op_t *rd = &pg->blocks[pb].ops[pf];
               for (int s = 0; s < rd->n_src; s++)
                 if (rd->src[s].kind == PCL_PLAN_REF_LOCAL && overlaps(w, &rd->src[s])) {
-                  printf("  r%db%do%d -> r%db%do%d [color=blue, label=\"%s\"];\n", r, b, f,
-                         w->rank, pb, pf, pcl_plan_buf_name(w->type));
+                  printf("  r%db%do%d -> r%db%do%d [color=blue, label=\"%s\"];\n", r, b, f, w->rank,
+                         pb, pf, pcl_plan_buf_name(w->type));
                   break;
                 }
             }
         }
         int sig = op->type == PCL_PLAN_OP_SIGNAL || op->type == PCL_PLAN_OP_RLXSIGNAL ||
                   op->type == PCL_PLAN_OP_PWS || op->type == PCL_PLAN_OP_PWSF;
-        if (!sig || op->channel_type > PCL_PLAN_CHAN_PORT) continue;
+        if (!sig || op->channel_type > PCL_PLAN_CHAN_PORT)
+          continue;
         for (int c = 0; c < op->n_channels; c++) {
           int gc = op->gpu_channels[c];
-          if (gc < 0 || gc >= g->n_channels[op->channel_type]) continue;
+          if (gc < 0 || gc >= g->n_channels[op->channel_type])
+            continue;
           const pcl_plan_channel_t *ch = &g->channels[op->channel_type][gc];
           const pcl_plan_gpu_t *pg = &p->gpus[ch->peer];
           for (int pb = 0; pb < pg->n_blocks; pb++)
@@ -329,8 +355,8 @@ static int cmd_dot(const char *file) {
                 continue;
               for (int wc = 0; wc < wt->n_channels; wc++)
                 if (wt->gpu_channels[wc] == ch->peer_channel)
-                  printf("  r%db%do%d -> r%db%do%d [color=red, style=dashed];\n", r, b, f,
-                         ch->peer, pb, pf);
+                  printf("  r%db%do%d -> r%db%do%d [color=red, style=dashed];\n", r, b, f, ch->peer,
+                         pb, pf);
             }
         }
       }
@@ -344,7 +370,8 @@ static int cmd_dot(const char *file) {
 static int parse_list(const char *arg, const char *what, int all_n, int *out, int *n,
                       int (*from_name)(const char *)) {
   if (strcmp(arg, "all") == 0) {
-    for (int i = 0; i < all_n; i++) out[i] = i;
+    for (int i = 0; i < all_n; i++)
+      out[i] = i;
     *n = all_n;
     return 1;
   }
@@ -375,7 +402,8 @@ int main(int argc, char **argv) {
   sim_args_t *a = pcl_calloc(1, sizeof(*a), "args");
   char **files = pcl_calloc((size_t)argc, sizeof(char *), "args");
   int nfiles = 0, rc = 2;
-  if (!a || !files) goto out;
+  if (!a || !files)
+    goto out;
   pcl_sim_opts_init(&a->base);
   a->dtypes[0] = ncclFloat32;
   a->ndtypes = 1;
@@ -423,9 +451,11 @@ int main(int argc, char **argv) {
       if (!parse_list(v, "dtype", ncclNumTypes, a->dtypes, &a->ndtypes, pcl_dtype_from_name))
         goto out;
     } else if (strcmp(o, "--op") == 0) {
-      if (!parse_list(v, "op", ncclNumOps, a->ops, &a->nops, pcl_sim_op_from_name)) goto out;
+      if (!parse_list(v, "op", ncclNumOps, a->ops, &a->nops, pcl_sim_op_from_name))
+        goto out;
     } else if (strcmp(o, "--packet") == 0) {
-      if (!parse_list(v, "packet", 2, a->packets, &a->npackets, packet_from_name)) goto out;
+      if (!parse_list(v, "packet", 2, a->packets, &a->npackets, packet_from_name))
+        goto out;
     } else if (strcmp(o, "--seeds") == 0 || strcmp(o, "--seed") == 0 || strcmp(o, "--calls") == 0) {
       char *end;
       long x = strtol(v, &end, 10);
@@ -435,9 +465,12 @@ int main(int argc, char **argv) {
                 counted ? " (1 .. " PCL_PLAN_TOOL_MAX_COUNT_S ")" : "");
         goto out;
       }
-      if (strcmp(o, "--seeds") == 0) a->base.nseeds = (int)x;
-      else if (strcmp(o, "--seed") == 0) a->base.seed = (uint64_t)x;
-      else a->base.calls_per_size = (int)x;
+      if (strcmp(o, "--seeds") == 0)
+        a->base.nseeds = (int)x;
+      else if (strcmp(o, "--seed") == 0)
+        a->base.seed = (uint64_t)x;
+      else
+        a->base.calls_per_size = (int)x;
     } else {
       fprintf(stderr, "planccl-plan: unknown option '%s'\n", o);
       usage(stderr);

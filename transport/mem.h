@@ -52,8 +52,9 @@ typedef enum {
   PCL_MEM_KIND_CUMEM_FD = 3, /* cuMem memory: POSIX fds fetched from the owner's fd server */
 } pcl_mem_kind_t;
 
-#define PCL_MEM_FLAG_VMM 1u /* the span is cuMem (VMM) memory: same-process peers need SetAccess   \
-                             */
+#define PCL_MEM_FLAG_VMM                                                                           \
+  1u /* the span is cuMem (VMM) memory: same-process peers need SetAccess                          \
+      */
 
 /* Wire format: fixed-width fields, no pointers, no padding; both ends are on one host (IPC), so
  * the native byte order is used. Every field is validated by pcl_mem_desc_check() on import. */

@@ -23,10 +23,12 @@ EXPORT struct fake_state *fake_nccl_state(void) {
 #define I(x) ((uint64_t)(int64_t)(x))
 
 static void rec(const char *name, int n, const uint64_t *a) {
-  if (st.ncalls >= FAKE_MAX_CALLS) return;
+  if (st.ncalls >= FAKE_MAX_CALLS)
+    return;
   struct fake_call *c = &st.calls[st.ncalls++];
   strncpy(c->name, name, sizeof(c->name) - 1);
-  for (int i = 0; i < n && i < FAKE_MAX_ARGS; i++) c->a[i] = a[i];
+  for (int i = 0; i < n && i < FAKE_MAX_ARGS; i++)
+    c->a[i] = a[i];
 }
 #define REC(name, ...)                                                                             \
   do {                                                                                             \
@@ -36,7 +38,8 @@ static void rec(const char *name, int n, const uint64_t *a) {
 
 static ncclResult_t result_of(const char *name) {
   for (int i = 0; i < st.nresults; i++)
-    if (strcmp(st.results[i].name, name) == 0) return (ncclResult_t)st.results[i].result;
+    if (strcmp(st.results[i].name, name) == 0)
+      return (ncclResult_t)st.results[i].result;
   return ncclSuccess;
 }
 
@@ -66,7 +69,8 @@ static struct fake_comm *comm_new(int rank, int nranks) {
 
 static int comm_index(ncclComm_t p) {
   for (int i = 0; i < MAX_COMMS; i++)
-    if (comms[i] != NULL && (void *)comms[i] == (void *)p) return i;
+    if (comms[i] != NULL && (void *)comms[i] == (void *)p)
+      return i;
   return -1;
 }
 
@@ -80,7 +84,10 @@ static struct fake_comm *comm_get(ncclComm_t p) {
 }
 
 #define CHECK_COMM(comm)                                                                           \
-  if (comm_get(comm) == NULL) return ncclInvalidArgument
+  do {                                                                                             \
+    if (comm_get(comm) == NULL)                                                                    \
+      return ncclInvalidArgument;                                                                  \
+  } while (0)
 
 /* Inits inside a fake group are written to the caller's slot at the outermost group end. */
 static struct {
@@ -91,7 +98,8 @@ static int npending;
 
 static ncclResult_t init_comm(const char *name, ncclComm_t *out, int nranks, int rank) {
   ncclResult_t r = result_of(name);
-  if (r != ncclSuccess && r != ncclInProgress) return r;
+  if (r != ncclSuccess && r != ncclInProgress)
+    return r;
   int v;
   ncclGetVersion(&v); /* through the PLT, like NCCL's fillInfo */
   struct fake_comm *c = comm_new(rank, nranks);
@@ -168,11 +176,13 @@ EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nranks, int r
 EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *out, int ndev, const int *devlist) {
   REC("ncclCommInitAll", U(out), I(ndev), U(devlist));
   ncclResult_t r = result_of("ncclCommInitAll");
-  if (r != ncclSuccess) return r;
+  if (r != ncclSuccess)
+    return r;
   ncclUniqueId id;
   ncclGetUniqueId(&id); /* all through the PLT, like NCCL */
   ncclGroupStart();
-  for (int i = 0; i < ndev; i++) ncclCommInitRank(out + i, ndev, id, i);
+  for (int i = 0; i < ndev; i++)
+    ncclCommInitRank(out + i, ndev, id, i);
   return ncclGroupEnd();
 }
 
@@ -213,7 +223,8 @@ EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_
                                   ncclConfig_t *config) {
   REC("ncclCommSplit", U(comm), I(color), I(key), U(newcomm), U(config));
   struct fake_comm *p = comm_get(comm);
-  if (p == NULL) return ncclInvalidArgument;
+  if (p == NULL)
+    return ncclInvalidArgument;
   if (color == NCCL_SPLIT_NOCOLOR) {
     *newcomm = NULL;
     return result_of("ncclCommSplit");
@@ -221,11 +232,12 @@ EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_
   return init_comm("ncclCommSplit", newcomm, p->nranks, key < p->nranks ? key : 0);
 }
 
-EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *exclude, int nexclude,
-                                   ncclComm_t *newcomm, ncclConfig_t *config, int flags) {
+EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *exclude, int nexclude, ncclComm_t *newcomm,
+                                   ncclConfig_t *config, int flags) {
   REC("ncclCommShrink", U(comm), U(exclude), I(nexclude), U(newcomm), U(config), I(flags));
   struct fake_comm *p = comm_get(comm);
-  if (p == NULL) return ncclInvalidArgument;
+  if (p == NULL)
+    return ncclInvalidArgument;
   return init_comm("ncclCommShrink", newcomm, p->nranks - nexclude, 0);
 }
 
@@ -244,7 +256,8 @@ EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err) {
 EXPORT ncclResult_t ncclCommCount(const ncclComm_t comm, int *count) {
   REC("ncclCommCount", U(comm), U(count));
   struct fake_comm *c = comm_get(comm);
-  if (c == NULL) return ncclInvalidArgument;
+  if (c == NULL)
+    return ncclInvalidArgument;
   *count = c->nranks;
   return ncclSuccess;
 }
@@ -252,7 +265,8 @@ EXPORT ncclResult_t ncclCommCount(const ncclComm_t comm, int *count) {
 EXPORT ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *dev) {
   REC("ncclCommCuDevice", U(comm), U(dev));
   struct fake_comm *c = comm_get(comm);
-  if (c == NULL) return ncclInvalidArgument;
+  if (c == NULL)
+    return ncclInvalidArgument;
   *dev = c->dev;
   return ncclSuccess;
 }
@@ -260,7 +274,8 @@ EXPORT ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *dev) {
 EXPORT ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank) {
   REC("ncclCommUserRank", U(comm), U(rank));
   struct fake_comm *c = comm_get(comm);
-  if (c == NULL) return ncclInvalidArgument;
+  if (c == NULL)
+    return ncclInvalidArgument;
   *rank = c->rank;
   return ncclSuccess;
 }
@@ -323,8 +338,8 @@ EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
 
 /* ---- collectives ---- */
 
-EXPORT ncclResult_t ncclAllReduce(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op,
-                                  ncclComm_t comm, cudaStream_t stream) {
+EXPORT ncclResult_t ncclAllReduce(const void *s, void *r, size_t n, ncclDataType_t t,
+                                  ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   REC("ncclAllReduce", U(s), U(r), (uint64_t)n, I(t), I(op), U(comm), U(stream));
   CHECK_COMM(comm);
   return result_of("ncclAllReduce");
@@ -411,9 +426,11 @@ EXPORT ncclResult_t ncclGroupStart(void) {
 
 static ncclResult_t group_end(const char *name) {
   REC(name, I(st.group_depth));
-  if (st.group_depth == 0) return ncclInvalidUsage;
+  if (st.group_depth == 0)
+    return ncclInvalidUsage;
   if (--st.group_depth == 0) {
-    for (int i = 0; i < npending; i++) *pending[i].slot = (ncclComm_t)pending[i].comm;
+    for (int i = 0; i < npending; i++)
+      *pending[i].slot = (ncclComm_t)pending[i].comm;
     npending = 0;
   }
   return result_of(name);
@@ -424,7 +441,8 @@ EXPORT ncclResult_t ncclGroupEnd(void) {
 }
 
 EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *info) {
-  if (info) info->estimatedTime = 42.0f;
+  if (info)
+    info->estimatedTime = 42.0f;
   return group_end("ncclGroupSimulateEnd");
 }
 

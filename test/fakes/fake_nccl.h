@@ -28,8 +28,8 @@ struct fake_state {
   int nresults;
   int async_in_progress; /* ncclCommGetAsyncError reports ncclInProgress this many more times */
   int group_depth;
-  int foreign_comms;     /* calls that received a comm the fake did not create */
-  void *last_comm;       /* the most recent comm the fake created */
+  int foreign_comms; /* calls that received a comm the fake did not create */
+  void *last_comm;   /* the most recent comm the fake created */
   int live_comms;
   char last_error[128];
 };

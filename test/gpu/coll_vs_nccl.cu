@@ -47,8 +47,8 @@
   } while (0)
 
 enum { C_AR, C_AG, C_RS, C_BC, C_RED, C_N };
-static const char *const coll_names[C_N] = {"allreduce", "allgather", "reducescatter",
-                                            "broadcast", "reduce"};
+static const char *const coll_names[C_N] = {"allreduce", "allgather", "reducescatter", "broadcast",
+                                            "reduce"};
 static const char *const op_names[5] = {"sum", "prod", "max", "min", "avg"};
 
 /* One NCCL-compatible library: planccl (linked) or the real NCCL (dlopen'ed). */
@@ -60,21 +60,21 @@ typedef struct {
   ncclResult_t (*destroy)(ncclComm_t);
   ncclResult_t (*group_start)(void);
   ncclResult_t (*group_end)(void);
-  ncclResult_t (*all_reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
-                             ncclComm_t, cudaStream_t);
+  ncclResult_t (*all_reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                             cudaStream_t);
   ncclResult_t (*all_gather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t,
                              cudaStream_t);
   ncclResult_t (*reduce_scatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
                                  ncclComm_t, cudaStream_t);
   ncclResult_t (*broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
                             cudaStream_t);
-  ncclResult_t (*reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int,
-                         ncclComm_t, cudaStream_t);
+  ncclResult_t (*reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t,
+                         cudaStream_t);
 } lib_t;
 
-static lib_t pcl_lib = {"planccl", ncclGetUniqueId, ncclCommInitRank, ncclCommInitAll,
-                        ncclCommDestroy, ncclGroupStart, ncclGroupEnd, ncclAllReduce,
-                        ncclAllGather, ncclReduceScatter, ncclBroadcast, ncclReduce};
+static lib_t pcl_lib = {"planccl",       ncclGetUniqueId,   ncclCommInitRank, ncclCommInitAll,
+                        ncclCommDestroy, ncclGroupStart,    ncclGroupEnd,     ncclAllReduce,
+                        ncclAllGather,   ncclReduceScatter, ncclBroadcast,    ncclReduce};
 static lib_t real_lib = {"nccl"};
 
 static int load_real(void) {
@@ -117,10 +117,20 @@ typedef struct {
 
 static size_t dtype_bytes(int t) {
   switch (t) {
-  case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-  case ncclFloat16: case ncclBfloat16: return 2;
-  case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-  default: return 8;
+  case ncclInt8:
+  case ncclUint8:
+  case ncclFloat8e4m3:
+  case ncclFloat8e5m2:
+    return 1;
+  case ncclFloat16:
+  case ncclBfloat16:
+    return 2;
+  case ncclInt32:
+  case ncclUint32:
+  case ncclFloat32:
+    return 4;
+  default:
+    return 8;
   }
 }
 
@@ -132,14 +142,15 @@ static int is_float(int t) {
 /* Elements per rank of a case (count argument), 0 when the size does not split. */
 static size_t case_count(const tcase_t *c) {
   size_t n = c->bytes / dtype_bytes(c->dtype);
-  if (c->coll == C_AG || c->coll == C_RS) n /= NR;
+  if (c->coll == C_AG || c->coll == C_RS)
+    n /= NR;
   return n;
 }
 
 static tcase_t *make_cases(int quick, int *ncases) {
-  static const size_t small[] = {1,      3,      4,      15,     16,      17,      31,
-                                 32,     33,     64,     255,    256,     1000,    1024,
-                                 4096,   16384,  65536,  65552,  65568,   262144,  1048576,
+  static const size_t small[] = {1,       3,       4,       15,     16,    17,     31,
+                                 32,      33,      64,      255,    256,   1000,   1024,
+                                 4096,    16384,   65536,   65552,  65568, 262144, 1048576,
                                  2097136, 2097152, 2097184, 4194304};
   static const size_t big[] = {16u << 20, 64u << 20, 256u << 20};
   int cap = 64 * 1024, n = 0;
@@ -148,12 +159,14 @@ static tcase_t *make_cases(int quick, int *ncases) {
   for (int si = 0; si < nsmall; si++)
     for (int coll = 0; coll < C_N; coll++)
       for (int t = 0; t < (int)ncclNumTypes; t++) {
-        if (quick && t != ncclFloat32 && t != ncclBfloat16 && t != ncclInt32) continue;
+        if (quick && t != ncclFloat32 && t != ncclBfloat16 && t != ncclInt32)
+          continue;
         int reduces = coll == C_AR || coll == C_RS || coll == C_RED;
         for (int op = 0; op < (reduces ? 5 : 1); op++)
           for (int ip = 0; ip < 2 && n < cap; ip++) {
             tcase_t c = {coll, t, op, ip, n % NR, small[si]};
-            if (case_count(&c) == 0) continue;
+            if (case_count(&c) == 0)
+              continue;
             cs[n++] = c;
           }
       }
@@ -173,8 +186,8 @@ static tcase_t *make_cases(int quick, int *ncases) {
 
 /* Small exact values: products and sums of two stay exact in every dtype (fp8 included). */
 __device__ static int gen(unsigned long long i, unsigned seed, int rank) {
-  unsigned long long x = i * 2654435761ull + (unsigned long long)seed * 40503ull +
-                         (unsigned long long)rank * 977ull;
+  unsigned long long x =
+      i * 2654435761ull + (unsigned long long)seed * 40503ull + (unsigned long long)rank * 977ull;
   x ^= x >> 17;
   return (int)(x % 5ull);
 }
@@ -185,40 +198,72 @@ __global__ static void fill_kernel(void *p, size_t n, int dtype, unsigned seed, 
     int v = gen(i, seed, rank);
     float f = (float)(v - 2) * 0.5f;
     switch (dtype) {
-    case ncclInt8: ((int8_t *)p)[i] = (int8_t)(v - 2); break;
-    case ncclUint8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-    case ncclInt32: ((int32_t *)p)[i] = v - 2; break;
-    case ncclUint32: ((uint32_t *)p)[i] = (uint32_t)v; break;
-    case ncclInt64: ((int64_t *)p)[i] = v - 2; break;
-    case ncclUint64: ((uint64_t *)p)[i] = (uint64_t)v; break;
-    case ncclFloat16: ((__half *)p)[i] = __float2half(f); break;
-    case ncclFloat32: ((float *)p)[i] = f; break;
-    case ncclFloat64: ((double *)p)[i] = f; break;
-    case ncclBfloat16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16(f); break;
-    case ncclFloat8e4m3: ((__nv_fp8_e4m3 *)p)[i] = __nv_fp8_e4m3(f); break;
-    default: ((__nv_fp8_e5m2 *)p)[i] = __nv_fp8_e5m2(f); break;
+    case ncclInt8:
+      ((int8_t *)p)[i] = (int8_t)(v - 2);
+      break;
+    case ncclUint8:
+      ((uint8_t *)p)[i] = (uint8_t)v;
+      break;
+    case ncclInt32:
+      ((int32_t *)p)[i] = v - 2;
+      break;
+    case ncclUint32:
+      ((uint32_t *)p)[i] = (uint32_t)v;
+      break;
+    case ncclInt64:
+      ((int64_t *)p)[i] = v - 2;
+      break;
+    case ncclUint64:
+      ((uint64_t *)p)[i] = (uint64_t)v;
+      break;
+    case ncclFloat16:
+      ((__half *)p)[i] = __float2half(f);
+      break;
+    case ncclFloat32:
+      ((float *)p)[i] = f;
+      break;
+    case ncclFloat64:
+      ((double *)p)[i] = f;
+      break;
+    case ncclBfloat16:
+      ((__nv_bfloat16 *)p)[i] = __float2bfloat16(f);
+      break;
+    case ncclFloat8e4m3:
+      ((__nv_fp8_e4m3 *)p)[i] = __nv_fp8_e4m3(f);
+      break;
+    default:
+      ((__nv_fp8_e5m2 *)p)[i] = __nv_fp8_e5m2(f);
+      break;
     }
   }
 }
 
 __device__ static double as_double(const void *p, size_t i, int dtype) {
   switch (dtype) {
-  case ncclFloat16: return __half2float(((const __half *)p)[i]);
-  case ncclFloat32: return ((const float *)p)[i];
-  case ncclFloat64: return ((const double *)p)[i];
-  case ncclBfloat16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-  case ncclFloat8e4m3: return (float)((const __nv_fp8_e4m3 *)p)[i];
-  default: return (float)((const __nv_fp8_e5m2 *)p)[i];
+  case ncclFloat16:
+    return __half2float(((const __half *)p)[i]);
+  case ncclFloat32:
+    return ((const float *)p)[i];
+  case ncclFloat64:
+    return ((const double *)p)[i];
+  case ncclBfloat16:
+    return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+  case ncclFloat8e4m3:
+    return (float)((const __nv_fp8_e4m3 *)p)[i];
+  default:
+    return (float)((const __nv_fp8_e5m2 *)p)[i];
   }
 }
 
 /* Counts elements of a (planccl) that differ from b (real NCCL); records the first index. */
 __global__ static void compare_kernel(const void *a, const void *b, size_t n, int dtype,
                                       unsigned long long *bad, unsigned long long *first) {
-  size_t es = dtype == ncclInt8 || dtype == ncclUint8 || dtype == ncclFloat8e4m3 ||
-                      dtype == ncclFloat8e5m2 ? 1
-              : dtype == ncclFloat16 || dtype == ncclBfloat16 ? 2
-              : dtype == ncclInt32 || dtype == ncclUint32 || dtype == ncclFloat32 ? 4 : 8;
+  size_t es =
+      dtype == ncclInt8 || dtype == ncclUint8 || dtype == ncclFloat8e4m3 || dtype == ncclFloat8e5m2
+          ? 1
+      : dtype == ncclFloat16 || dtype == ncclBfloat16                     ? 2
+      : dtype == ncclInt32 || dtype == ncclUint32 || dtype == ncclFloat32 ? 4
+                                                                          : 8;
   int flt = dtype == ncclFloat16 || dtype == ncclFloat32 || dtype == ncclFloat64 ||
             dtype == ncclBfloat16 || dtype == ncclFloat8e4m3 || dtype == ncclFloat8e5m2;
   double tol = dtype == ncclFloat64 ? 1e-12 : dtype == ncclFloat32 ? 1e-6 : 1e-2;
@@ -282,12 +327,16 @@ static void case_buffers(const tcase_t *c, rank_t *R, char **send, char **recv, 
   *recv = R->out;
   *fill = base;
   *fill_n = in_n;
-  if (c->inplace && c->coll == C_AG) *send = *fill = R->out + (size_t)R->rank * n * es;
-  if (c->inplace && c->coll == C_RS) *recv = R->out + (size_t)R->rank * n * es;
+  if (c->inplace && c->coll == C_AG)
+    *send = *fill = R->out + (size_t)R->rank * n * es;
+  if (c->inplace && c->coll == C_RS)
+    *recv = R->out + (size_t)R->rank * n * es;
   *cmp = *recv;
   *cmp_n = out_n;
-  if (c->coll == C_AG) *cmp = R->out;
-  if (c->coll == C_RED && R->rank != c->root) *cmp_n = 0;
+  if (c->coll == C_AG)
+    *cmp = R->out;
+  if (c->coll == C_RED && R->rank != c->root)
+    *cmp_n = 0;
 }
 
 static int issue(const lib_t *L, const tcase_t *c, rank_t *R, int which) {
@@ -298,11 +347,21 @@ static int issue(const lib_t *L, const tcase_t *c, rank_t *R, int which) {
   ncclRedOp_t op = (ncclRedOp_t)c->op;
   ncclComm_t comm = R->comm[which];
   switch (c->coll) {
-  case C_AR: NK(L->all_reduce(send, recv, n, t, op, comm, R->s), L->name); break;
-  case C_AG: NK(L->all_gather(send, recv, n, t, comm, R->s), L->name); break;
-  case C_RS: NK(L->reduce_scatter(send, recv, n, t, op, comm, R->s), L->name); break;
-  case C_BC: NK(L->broadcast(send, recv, n, t, c->root, comm, R->s), L->name); break;
-  default: NK(L->reduce(send, recv, n, t, op, c->root, comm, R->s), L->name); break;
+  case C_AR:
+    NK(L->all_reduce(send, recv, n, t, op, comm, R->s), L->name);
+    break;
+  case C_AG:
+    NK(L->all_gather(send, recv, n, t, comm, R->s), L->name);
+    break;
+  case C_RS:
+    NK(L->reduce_scatter(send, recv, n, t, op, comm, R->s), L->name);
+    break;
+  case C_BC:
+    NK(L->broadcast(send, recv, n, t, c->root, comm, R->s), L->name);
+    break;
+  default:
+    NK(L->reduce(send, recv, n, t, op, c->root, comm, R->s), L->name);
+    break;
   }
   return 0;
 }
@@ -327,13 +386,17 @@ static int run_cases(rank_t *Rs, int nlocal, const tcase_t *cs, int ncases, long
     for (int which = 0; which < 2; which++) {
       const lib_t *L = libs[which];
       for (int k = 0; k < nlocal; k++)
-        if (prepare(c, &Rs[k], (unsigned)ci)) return 1;
-      if (nlocal > 1) NK(L->group_start(), L->name);
+        if (prepare(c, &Rs[k], (unsigned)ci))
+          return 1;
+      if (nlocal > 1)
+        NK(L->group_start(), L->name);
       for (int k = 0; k < nlocal; k++) {
         CK(cudaSetDevice(Rs[k].dev));
-        if (issue(L, c, &Rs[k], which)) return 1;
+        if (issue(L, c, &Rs[k], which))
+          return 1;
       }
-      if (nlocal > 1) NK(L->group_end(), L->name);
+      if (nlocal > 1)
+        NK(L->group_end(), L->name);
       if (which == 0)
         for (int k = 0; k < nlocal; k++) {
           char *send, *recv, *fill, *cmp;
@@ -353,14 +416,17 @@ static int run_cases(rank_t *Rs, int nlocal, const tcase_t *cs, int ncases, long
       CK(cudaSetDevice(R->dev));
       R->bad[0] = 0;
       R->bad[1] = ~0ull;
-      if (cmp_n) compare_kernel<<<256, 256, 0, R->s>>>(R->mine, cmp, cmp_n, c->dtype, R->d_bad,
-                                                       R->d_bad + 1);
+      if (cmp_n)
+        compare_kernel<<<256, 256, 0, R->s>>>(R->mine, cmp, cmp_n, c->dtype, R->d_bad,
+                                              R->d_bad + 1);
       CK(cudaStreamSynchronize(R->s));
       if (R->bad[0] != 0) {
         if (*failures < 20)
-          fprintf(stderr, "MISMATCH rank %d: %s %s dtype %d (%s) %zu bytes %s root %d: %llu of %zu "
-                  "elements differ (first %llu)\n", R->rank, coll_names[c->coll],
-                  op_names[c->op], c->dtype, is_float(c->dtype) ? "float" : "integer", c->bytes,
+          fprintf(stderr,
+                  "MISMATCH rank %d: %s %s dtype %d (%s) %zu bytes %s root %d: %llu of %zu "
+                  "elements differ (first %llu)\n",
+                  R->rank, coll_names[c->coll], op_names[c->op], c->dtype,
+                  is_float(c->dtype) ? "float" : "integer", c->bytes,
                   c->inplace ? "in-place" : "out-of-place", c->root, R->bad[0], cmp_n, R->bad[1]);
         (*failures)++;
       }
@@ -376,10 +442,13 @@ static long destroy_with_stats(rank_t *Rs, int nlocal) {
   int fd = mkstemp(path);
   int saved = dup(2);
   fflush(stderr);
-  if (fd >= 0) dup2(fd, 2);
-  for (int k = 0; k < nlocal; k++) pcl_lib.destroy(Rs[k].comm[0]);
+  if (fd >= 0)
+    dup2(fd, 2);
+  for (int k = 0; k < nlocal; k++)
+    pcl_lib.destroy(Rs[k].comm[0]);
   fflush(stderr);
-  if (saved >= 0) dup2(saved, 2);
+  if (saved >= 0)
+    dup2(saved, 2);
   long planned = 0;
   FILE *f = fd >= 0 ? fopen(path, "r") : NULL;
   char line[1024];
@@ -387,31 +456,36 @@ static long destroy_with_stats(rank_t *Rs, int nlocal) {
     fputs(line, stderr);
     long x, y;
     const char *p = strstr(line, "rank ");
-    if (p && strstr(line, "calls ran on plans") && sscanf(strchr(p, ':') + 1, "%ld of %ld", &x,
-                                                          &y) == 2)
+    if (p && strstr(line, "calls ran on plans") &&
+        sscanf(strchr(p, ':') + 1, "%ld of %ld", &x, &y) == 2)
       planned += x;
   }
-  if (f) fclose(f);
-  if (fd >= 0) close(fd);
+  if (f)
+    fclose(f);
+  if (fd >= 0)
+    close(fd);
   unlink(path);
-  if (saved >= 0) close(saved);
+  if (saved >= 0)
+    close(saved);
   return planned;
 }
 
 static int expect_plans(void) {
   int ok = 0;
-  if (getenv("PLANCCL_DISABLE") && strcmp(getenv("PLANCCL_DISABLE"), "0") != 0) return 0;
+  if (getenv("PLANCCL_DISABLE") && strcmp(getenv("PLANCCL_DISABLE"), "0") != 0)
+    return 0;
   cudaDeviceCanAccessPeer(&ok, 0, 1);
   return ok;
 }
 
 static int finish(const char *model, long failures, long planned, int ncases, double secs) {
   printf("== coll_vs_nccl %s: %d cases, %ld mismatching, %ld calls ran on planccl plans "
-         "(%.1f s)\n", model, ncases, failures, planned, secs);
-  if (failures) return 1;
+         "(%.1f s)\n",
+         model, ncases, failures, planned, secs);
+  if (failures)
+    return 1;
   if (planned == 0 && expect_plans()) {
-    printf("== coll_vs_nccl %s: no call ran on a plan although the GPUs have peer access\n",
-           model);
+    printf("== coll_vs_nccl %s: no call ran on a plan although the GPUs have peer access\n", model);
     return 1;
   }
   return 0;
@@ -433,7 +507,8 @@ static int model_all(const tcase_t *cs, int ncases) {
   for (int r = 0; r < NR; r++) {
     devs[r] = r;
     Rs[r].rank = Rs[r].dev = r;
-    if (rank_alloc(&Rs[r])) return 1;
+    if (rank_alloc(&Rs[r]))
+      return 1;
   }
   NK(pcl_lib.init_all(pc, NR, devs), "planccl");
   NK(real_lib.init_all(rc, NR, devs), "nccl");
@@ -448,8 +523,9 @@ static int model_all(const tcase_t *cs, int ncases) {
     real_lib.destroy(rc[r]);
     rank_free(&Rs[r]);
   }
-  return rc_run ? 1 : finish("one process, ncclCommInitAll + groups", failures, planned, ncases,
-                             now_s() - t0);
+  return rc_run ? 1
+                : finish("one process, ncclCommInitAll + groups", failures, planned, ncases,
+                         now_s() - t0);
 }
 
 /* Children of the planccl comm (ncclCommSplit with one color, ncclCommShrink excluding nobody)
@@ -463,7 +539,8 @@ static int child_checks(rank_t *R, const tcase_t *cs, int ncases, long *failures
     if (cs[i].coll == C_AR && cs[i].bytes >= 1024 && cs[i].bytes <= 65536 &&
         (cs[i].dtype == ncclInt32 || cs[i].dtype == ncclFloat32 || cs[i].dtype == ncclBfloat16))
       sub[n++] = cs[i];
-  if (sub == NULL) return 1;
+  if (sub == NULL)
+    return 1;
   ncclComm_t parent = R->comm[0];
   for (int kind = 0; kind < 2; kind++) {
     ncclComm_t child = NULL;
@@ -478,7 +555,8 @@ static int child_checks(rank_t *R, const tcase_t *cs, int ncases, long *failures
         return 1;
       }
       printf("== coll_vs_nccl rank %d: %s child not tested (ncclCommShrink excluding nobody "
-             "returned %d)\n", R->rank, what, (int)r);
+             "returned %d)\n",
+             R->rank, what, (int)r);
       continue;
     }
     long before = *failures;
@@ -487,7 +565,8 @@ static int child_checks(rank_t *R, const tcase_t *cs, int ncases, long *failures
     long planned = destroy_with_stats(R, 1);
     R->comm[0] = parent;
     printf("== coll_vs_nccl rank %d: %s child: %d allreduce cases, %ld mismatching, %ld calls ran "
-           "on plans\n", R->rank, what, n, *failures - before, planned);
+           "on plans\n",
+           R->rank, what, n, *failures - before, planned);
     if (rc || (planned == 0 && expect_plans())) {
       free(sub);
       return 1;
@@ -524,16 +603,19 @@ static int proc_rank(int rank, struct shared_ids *sh, const tcase_t *cs, int nca
     }
     __sync_synchronize();
   }
-  if (rank_alloc(&R)) return 1;
+  if (rank_alloc(&R))
+    return 1;
   NK(pcl_lib.init_rank(&R.comm[0], NR, sh->pid, rank), "planccl");
   NK(real_lib.init_rank(&R.comm[1], NR, sh->rid, rank), "nccl");
   long failures = 0;
   int rc_run = run_cases(&R, 1, cs, ncases, &failures);
-  if (rc_run == 0) rc_run = child_checks(&R, cs, ncases, &failures);
+  if (rc_run == 0)
+    rc_run = child_checks(&R, cs, ncases, &failures);
   long planned = destroy_with_stats(&R, 1);
   real_lib.destroy(R.comm[1]);
   rank_free(&R);
-  if (rc_run) return 1;
+  if (rc_run)
+    return 1;
   char model[64];
   snprintf(model, sizeof(model), "one process per GPU, rank %d", rank);
   return finish(model, failures, planned, ncases, now_s() - t0);
@@ -542,7 +624,8 @@ static int proc_rank(int rank, struct shared_ids *sh, const tcase_t *cs, int nca
 static int model_proc(const tcase_t *cs, int ncases) {
   struct shared_ids *sh = (struct shared_ids *)mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
                                                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (sh == MAP_FAILED) return 1;
+  if (sh == MAP_FAILED)
+    return 1;
   memset(sh, 0, sizeof(*sh));
   fflush(stdout);
   pid_t pids[NR];
@@ -558,7 +641,8 @@ static int model_proc(const tcase_t *cs, int ncases) {
   for (int r = 0; r < NR; r++) {
     int st = 0;
     waitpid(pids[r], &st, 0);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) rc = 1;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+      rc = 1;
   }
   munmap(sh, sizeof(*sh));
   return rc;
@@ -568,8 +652,10 @@ int main(int argc, char **argv) {
   const char *only = NULL;
   int quick = 0;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-    else if (!strcmp(argv[i], "--quick")) quick = 1;
+    if (!strcmp(argv[i], "--only") && i + 1 < argc)
+      only = argv[++i];
+    else if (!strcmp(argv[i], "--quick"))
+      quick = 1;
   }
   /* Before any planccl call: the stats table at destroy, and kernels that give up instead of
    * hanging the test if something is wrong. */
@@ -587,13 +673,16 @@ int main(int argc, char **argv) {
     printf("coll_vs_nccl: needs %d GPUs: skipped\n", NR);
     return SKIP;
   }
-  if (load_real()) return 1;
+  if (load_real())
+    return 1;
   int ncases = 0;
   tcase_t *cs = make_cases(quick, &ncases);
   int rc = 0;
   /* The process model runs first: its children must fork before this process touches CUDA. */
-  if (only == NULL || !strcmp(only, "proc")) rc |= model_proc(cs, ncases);
-  if (only == NULL || !strcmp(only, "all")) rc |= model_all(cs, ncases);
+  if (only == NULL || !strcmp(only, "proc"))
+    rc |= model_proc(cs, ncases);
+  if (only == NULL || !strcmp(only, "all"))
+    rc |= model_all(cs, ncases);
   free(cs);
   printf("== coll_vs_nccl: %s\n", rc ? "FAILED" : "passed");
   return rc;

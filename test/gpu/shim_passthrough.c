@@ -51,26 +51,47 @@ struct rank_ctx {
   float *host;        /* host staging, NR * count */
 };
 
-enum { OP_ALLREDUCE, OP_ALLGATHER, OP_REDUCESCATTER, OP_BROADCAST, OP_BCAST, OP_REDUCE,
-       OP_ALLTOALL, OP_GATHER, OP_SCATTER, OP_SENDRECV, OP_COUNT };
-static const char *const op_names[OP_COUNT] = {"AllReduce", "AllGather", "ReduceScatter",
-                                               "Broadcast", "Bcast", "Reduce", "AlltoAll",
-                                               "Gather", "Scatter", "Send/Recv"};
+enum {
+  OP_ALLREDUCE,
+  OP_ALLGATHER,
+  OP_REDUCESCATTER,
+  OP_BROADCAST,
+  OP_BCAST,
+  OP_REDUCE,
+  OP_ALLTOALL,
+  OP_GATHER,
+  OP_SCATTER,
+  OP_SENDRECV,
+  OP_COUNT
+};
+static const char *const op_names[OP_COUNT] = {
+    "AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Bcast",
+    "Reduce",    "AlltoAll",  "Gather",        "Scatter",   "Send/Recv"};
 
 /* Input element i of rank r for op (small integers: exact in fp32). */
 static float input(int op, int r, size_t i) {
   size_t c = g_count;
   switch (op) {
-  case OP_ALLREDUCE: return (float)(r + 1 + (int)(i % 7));
-  case OP_ALLGATHER: return (float)(r * 1000 + (int)(i % 997));
-  case OP_REDUCESCATTER: return (float)(r + (int)((i / c) * 3) + (int)(i % 5));
-  case OP_BROADCAST: return r == 1 ? (float)(i % 301) * 3 : -1.0f;
-  case OP_BCAST: return r == 0 ? (float)(i % 211 + 5) : -2.0f;
-  case OP_REDUCE: return (float)(r * 10 + (int)(i % 5));
-  case OP_ALLTOALL: return (float)(r * 100 + (int)(i / c) * 10 + (int)(i % 10));
-  case OP_GATHER: return (float)(r * 7 + (int)(i % 113));
-  case OP_SCATTER: return r == 0 ? (float)((int)(i / c) * 11 + (int)(i % 17)) : -3.0f;
-  default: return (float)(r * 13 + (int)(i % 101));
+  case OP_ALLREDUCE:
+    return (float)(r + 1 + (int)(i % 7));
+  case OP_ALLGATHER:
+    return (float)(r * 1000 + (int)(i % 997));
+  case OP_REDUCESCATTER:
+    return (float)(r + (int)((i / c) * 3) + (int)(i % 5));
+  case OP_BROADCAST:
+    return r == 1 ? (float)(i % 301) * 3 : -1.0f;
+  case OP_BCAST:
+    return r == 0 ? (float)(i % 211 + 5) : -2.0f;
+  case OP_REDUCE:
+    return (float)(r * 10 + (int)(i % 5));
+  case OP_ALLTOALL:
+    return (float)(r * 100 + (int)(i / c) * 10 + (int)(i % 10));
+  case OP_GATHER:
+    return (float)(r * 7 + (int)(i % 113));
+  case OP_SCATTER:
+    return r == 0 ? (float)((int)(i / c) * 11 + (int)(i % 17)) : -3.0f;
+  default:
+    return (float)(r * 13 + (int)(i % 101));
   }
 }
 
@@ -79,22 +100,42 @@ static int expected(int op, int r, size_t i, float *want) {
   size_t c = g_count;
   int n = NR;
   switch (op) {
-  case OP_ALLREDUCE: *want = (float)(n * (n + 1) / 2 + n * (int)(i % 7)); return i < c;
-  case OP_ALLGATHER: *want = input(op, (int)(i / c), i % c); return 1;
+  case OP_ALLREDUCE:
+    *want = (float)(n * (n + 1) / 2 + n * (int)(i % 7));
+    return i < c;
+  case OP_ALLGATHER:
+    *want = input(op, (int)(i / c), i % c);
+    return 1;
   case OP_REDUCESCATTER: {
-    if (i >= c) return 0;
+    if (i >= c)
+      return 0;
     float s = 0;
-    for (int k = 0; k < n; k++) s += input(op, k, r * c + i);
+    for (int k = 0; k < n; k++)
+      s += input(op, k, r * c + i);
     *want = s;
     return 1;
   }
-  case OP_BROADCAST: *want = input(op, 1, i); return i < c;
-  case OP_BCAST: *want = input(op, 0, i); return i < c;
-  case OP_REDUCE: *want = (float)((n - 1) * 10 + (int)(i % 5)); return r == 0 && i < c;
-  case OP_ALLTOALL: *want = input(op, (int)(i / c), r * c + i % c); return 1;
-  case OP_GATHER: *want = input(op, (int)(i / c), i % c); return r == 1;
-  case OP_SCATTER: *want = input(op, 0, r * c + i); return i < c;
-  default: *want = input(op, (r + n - 1) % n, i); return i < c;
+  case OP_BROADCAST:
+    *want = input(op, 1, i);
+    return i < c;
+  case OP_BCAST:
+    *want = input(op, 0, i);
+    return i < c;
+  case OP_REDUCE:
+    *want = (float)((n - 1) * 10 + (int)(i % 5));
+    return r == 0 && i < c;
+  case OP_ALLTOALL:
+    *want = input(op, (int)(i / c), r * c + i % c);
+    return 1;
+  case OP_GATHER:
+    *want = input(op, (int)(i / c), i % c);
+    return r == 1;
+  case OP_SCATTER:
+    *want = input(op, 0, r * c + i);
+    return i < c;
+  default:
+    *want = input(op, (r + n - 1) % n, i);
+    return i < c;
   }
 }
 
@@ -114,7 +155,9 @@ static int issue(int op, struct rank_ctx *x) {
   case OP_BROADCAST:
     NCCL_OK(ncclBroadcast(x->send, x->recv, c, ncclFloat, 1, x->comm, x->stream));
     break;
-  case OP_BCAST: NCCL_OK(ncclBcast(x->recv, c, ncclFloat, 0, x->comm, x->stream)); break;
+  case OP_BCAST:
+    NCCL_OK(ncclBcast(x->recv, c, ncclFloat, 0, x->comm, x->stream));
+    break;
   case OP_REDUCE:
     NCCL_OK(ncclReduce(x->send, x->recv, c, ncclFloat, ncclMax, 0, x->comm, x->stream));
     break;
@@ -160,14 +203,16 @@ static int run_all_ops(struct rank_ctx *xs, int nx, const char *model) {
   for (int op = 0; op < OP_COUNT; op++) {
     for (int k = 0; k < nx; k++) {
       struct rank_ctx *x = &xs[k];
-      for (size_t i = 0; i < total; i++) x->host[i] = input(op, x->rank, i);
+      for (size_t i = 0; i < total; i++)
+        x->host[i] = input(op, x->rank, i);
       CUDA_OK(cudaSetDevice(x->dev));
       CUDA_OK(cudaMemcpy(x->send, x->host, total * sizeof(float), cudaMemcpyHostToDevice));
       CUDA_OK(cudaMemcpy(x->recv, x->host, total * sizeof(float), cudaMemcpyHostToDevice));
     }
     NCCL_OK(ncclGroupStart());
     for (int k = 0; k < nx; k++)
-      if (issue(op, &xs[k])) return 1;
+      if (issue(op, &xs[k]))
+        return 1;
     NCCL_OK(ncclGroupEnd());
     for (int k = 0; k < nx; k++) {
       struct rank_ctx *x = &xs[k];
@@ -178,7 +223,8 @@ static int run_all_ops(struct rank_ctx *xs, int nx, const char *model) {
       float want = 0, got = 0;
       for (size_t i = 0; i < total; i++) {
         float w;
-        if (!expected(op, x->rank, i, &w) || x->host[i] == w) continue;
+        if (!expected(op, x->rank, i, &w) || x->host[i] == w)
+          continue;
         if (bad++ == 0) {
           first = i;
           want = w;
@@ -186,14 +232,15 @@ static int run_all_ops(struct rank_ctx *xs, int nx, const char *model) {
         }
       }
       if (bad) {
-        fprintf(stderr, "[%s] %s rank %d: %zu wrong elements, first [%zu] = %g, want %g\n",
-                model, op_names[op], x->rank, bad, first, got, want);
+        fprintf(stderr, "[%s] %s rank %d: %zu wrong elements, first [%zu] = %g, want %g\n", model,
+                op_names[op], x->rank, bad, first, got, want);
         return 1;
       }
     }
   }
   printf("[%s] ranks", model);
-  for (int k = 0; k < nx; k++) printf(" %d", xs[k].rank);
+  for (int k = 0; k < nx; k++)
+    printf(" %d", xs[k].rank);
   printf(": all %d collectives correct\n", OP_COUNT);
   return 0;
 }
@@ -213,7 +260,8 @@ static int model_initall(void) {
   memset(xs, 0, sizeof(xs));
   ncclComm_t comms[NR];
   int devs[NR];
-  for (int r = 0; r < NR; r++) devs[r] = r;
+  for (int r = 0; r < NR; r++)
+    devs[r] = r;
   NCCL_OK(ncclCommInitAll(comms, NR, devs));
   for (int r = 0; r < NR; r++) {
     xs[r].rank = r;
@@ -222,12 +270,16 @@ static int model_initall(void) {
     int got = -1;
     NCCL_OK(ncclCommUserRank(comms[r], &got));
     NCCL_OK(ncclCommCuDevice(comms[r], &xs[r].dev));
-    if (got != r) return fprintf(stderr, "InitAll: comm %d has rank %d\n", r, got), 1;
-    if (setup(&xs[r])) return 1;
+    if (got != r)
+      return fprintf(stderr, "InitAll: comm %d has rank %d\n", r, got), 1;
+    if (setup(&xs[r]))
+      return 1;
   }
-  if (run_all_ops(xs, NR, "initall")) return 1;
+  if (run_all_ops(xs, NR, "initall"))
+    return 1;
   for (int r = 0; r < NR; r++)
-    if (teardown(&xs[r])) return 1;
+    if (teardown(&xs[r]))
+      return 1;
   return 0;
 }
 
@@ -247,11 +299,14 @@ static int model_group_init(void) {
   for (int r = 0; r < NR; r++) {
     xs[r].rank = r;
     xs[r].dev = r;
-    if (setup(&xs[r])) return 1;
+    if (setup(&xs[r]))
+      return 1;
   }
-  if (run_all_ops(xs, NR, "group-init")) return 1;
+  if (run_all_ops(xs, NR, "group-init"))
+    return 1;
   for (int r = 0; r < NR; r++)
-    if (teardown(&xs[r])) return 1;
+    if (teardown(&xs[r]))
+      return 1;
   return 0;
 }
 
@@ -267,7 +322,8 @@ static int thread_rank_body(struct thread_arg *a) {
   x.rank = x.dev = a->rank;
   CUDA_OK(cudaSetDevice(x.dev));
   NCCL_OK(ncclCommInitRank(&x.comm, NR, a->id, x.rank));
-  if (setup(&x) || run_all_ops(&x, 1, "threads")) return 1;
+  if (setup(&x) || run_all_ops(&x, 1, "threads"))
+    return 1;
   return teardown(&x);
 }
 
@@ -301,24 +357,28 @@ static int proc_rank(int rank, int fd_in, int fd_out) {
   ncclUniqueId id;
   if (rank == 0) {
     NCCL_OK(ncclGetUniqueId(&id));
-    if (write(fd_out, &id, sizeof(id)) != (ssize_t)sizeof(id)) return 1;
+    if (write(fd_out, &id, sizeof(id)) != (ssize_t)sizeof(id))
+      return 1;
   } else if (read(fd_in, &id, sizeof(id)) != (ssize_t)sizeof(id)) {
     return 1;
   }
   int skip = check_gpus();
-  if (skip) return skip;
+  if (skip)
+    return skip;
   struct rank_ctx x;
   memset(&x, 0, sizeof(x));
   x.rank = x.dev = rank;
   CUDA_OK(cudaSetDevice(x.dev));
   NCCL_OK(ncclCommInitRank(&x.comm, NR, id, x.rank));
-  if (setup(&x) || run_all_ops(&x, 1, "processes")) return 1;
+  if (setup(&x) || run_all_ops(&x, 1, "processes"))
+    return 1;
   return teardown(&x);
 }
 
 static int model_processes(void) {
   int p[2];
-  if (pipe(p) != 0) return 1;
+  if (pipe(p) != 0)
+    return 1;
   pid_t pids[NR];
   for (int r = 0; r < NR; r++) {
     pids[r] = fork();
@@ -335,8 +395,10 @@ static int model_processes(void) {
     int st = 0;
     waitpid(pids[r], &st, 0);
     int code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
-    if (code == SKIP && result == 0) result = SKIP;
-    else if (code != 0 && code != SKIP) result = 1;
+    if (code == SKIP && result == 0)
+      result = SKIP;
+    else if (code != 0 && code != SKIP)
+      result = 1;
   }
   return result;
 }
@@ -344,8 +406,10 @@ static int model_processes(void) {
 int main(int argc, char **argv) {
   const char *only = "";
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
-    else if (strcmp(argv[i], "--count") == 0 && i + 1 < argc) g_count = strtoull(argv[++i], 0, 0);
+    if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+      only = argv[++i];
+    else if (strcmp(argv[i], "--count") == 0 && i + 1 < argc)
+      g_count = strtoull(argv[++i], 0, 0);
   }
   const char *torch = getenv("PCL_TEST_TORCH_LIB");
   if (torch != NULL && torch[0] != '\0' && dlopen(torch, RTLD_NOW | RTLD_LOCAL) == NULL) {
@@ -359,21 +423,27 @@ int main(int argc, char **argv) {
   /* Processes first: the parent must not have touched CUDA before it forks. */
   if (!only[0] || strcmp(only, "proc") == 0) {
     int r = model_processes();
-    if (r == SKIP) return SKIP;
+    if (r == SKIP)
+      return SKIP;
     failed |= r;
   }
-  if (only[0] && strcmp(only, "proc") == 0) return failed;
+  if (only[0] && strcmp(only, "proc") == 0)
+    return failed;
   int skip = check_gpus();
-  if (skip) return skip;
+  if (skip)
+    return skip;
   int v = 0;
   if (ncclGetVersion(&v) != ncclSuccess || v < 22800) {
     fprintf(stderr, "ncclGetVersion: %d (is a real NCCL loaded?)\n", v);
     return 1;
   }
   printf("shim_passthrough: real NCCL version %d\n", v);
-  if (!only[0] || strcmp(only, "all") == 0) failed |= model_initall();
-  if (!only[0] || strcmp(only, "group") == 0) failed |= model_group_init();
-  if (!only[0] || strcmp(only, "thread") == 0) failed |= model_threads();
+  if (!only[0] || strcmp(only, "all") == 0)
+    failed |= model_initall();
+  if (!only[0] || strcmp(only, "group") == 0)
+    failed |= model_group_init();
+  if (!only[0] || strcmp(only, "thread") == 0)
+    failed |= model_threads();
   printf("shim_passthrough: %s\n", failed ? "FAILED" : "passed");
   return failed ? 1 : 0;
 }

@@ -51,11 +51,11 @@ static const int k_blocks[NBLK] = {132, 264, 528};
 
 typedef struct {
   int ran, failed;
-  double pingpong_us;   /* one way, release signal / acquire wait */
+  double pingpong_us;     /* one way, release signal / acquire wait */
   double pingpong_rlx_us; /* one way, relaxed signal / relaxed wait (rlxsignal/rlxwait) */
   double pp_us[NPP];      /* one way per variant, minimal spin loop */
-  double put_gbs[NBLK]; /* rank 0 -> rank 1, SM copy through the memory channel */
-  double ce_gbs;        /* cudaMemcpyAsync into the peer-mapped buffer */
+  double put_gbs[NBLK];   /* rank 0 -> rank 1, SM copy through the memory channel */
+  double ce_gbs;          /* cudaMemcpyAsync into the peer-mapped buffer */
   int cycles;
   double cycle_ms;
   long long gpu_free_delta; /* bytes of free GPU memory lost over the cycles (rank 0's device) */
@@ -810,13 +810,14 @@ int main(int argc, char **argv) {
       continue;
     char kinds[40];
     snprintf(kinds, sizeof(kinds), "%s/%s", r->scratch_kind, r->sem_kind);
-    printf("%-10s %-9s %-22s %9.2f %9.2f %9.1f %9.1f %9.1f %9.1f %8d %9.3f %9lld %6lld\n",
-           name[m], r->failed ? "FAILED" : "ok", kinds, r->pingpong_us, r->pingpong_rlx_us,
-           r->put_gbs[0], r->put_gbs[1],
-           r->put_gbs[2], r->ce_gbs, r->cycles, r->cycle_ms, r->gpu_free_delta, r->fd_delta);
+    printf("%-10s %-9s %-22s %9.2f %9.2f %9.1f %9.1f %9.1f %9.1f %8d %9.3f %9lld %6lld\n", name[m],
+           r->failed ? "FAILED" : "ok", kinds, r->pingpong_us, r->pingpong_rlx_us, r->put_gbs[0],
+           r->put_gbs[1], r->put_gbs[2], r->ce_gbs, r->cycles, r->cycle_ms, r->gpu_free_delta,
+           r->fd_delta);
   }
   printf("\nping-pong one way (us) = round trip / 2, one thread per GPU, %d iterations, spin loop\n"
-         "checking the timeout every %u polls:\n", g_iters, PP_SPIN);
+         "checking the timeout every %u polls:\n",
+         g_iters, PP_SPIN);
   printf("  %-62s %10s %10s\n", "variant (signal / poll)", "processes", "threads");
   for (int v = 0; v < NPP; v++)
     printf("  %-62s %10.3f %10.3f\n", k_pp_name[v], g_res[0].ran ? g_res[0].pp_us[v] : 0.0,

@@ -33,7 +33,7 @@ enum { CASE_CE, CASE_TCP, NCASES };
 static const char *const k_case_name[NCASES] = {"ce", "tcp"};
 static const pcl_transport_kind_t k_case_kind[NCASES] = {PCL_TRANSPORT_CE, PCL_TRANSPORT_TCP};
 
-#define NSIZES 9 /* 4 KiB x 4^k, k = 0..8: 4 KiB .. 256 MiB */
+#define NSIZES 9    /* 4 KiB x 4^k, k = 0..8: 4 KiB .. 256 MiB */
 #define GUARD 4096u /* bytes after each message that must stay untouched */
 
 /* Memory ids, the same on both ranks; channel 0 carries everything. */
@@ -44,16 +44,16 @@ static const pcl_transport_kind_t k_case_kind[NCASES] = {PCL_TRANSPORT_CE, PCL_T
 
 typedef struct {
   int ran, failed;
-  char chosen[8];          /* what pcl_transport_choose said */
-  char note[96];           /* e.g. why the chosen transport was overridden */
-  int attempted[NSIZES];   /* 1: the sender started this size */
-  int tested[NSIZES];      /* 1: the receiver checked this size */
-  int pass[NSIZES];        /* receiver: every byte right, nothing past the end written */
+  char chosen[8];        /* what pcl_transport_choose said */
+  char note[96];         /* e.g. why the chosen transport was overridden */
+  int attempted[NSIZES]; /* 1: the sender started this size */
+  int tested[NSIZES];    /* 1: the receiver checked this size */
+  int pass[NSIZES];      /* receiver: every byte right, nothing past the end written */
   int reps[NSIZES];
-  double us_msg[NSIZES];   /* sender: time per message (all chunks, flag, flush) */
+  double us_msg[NSIZES]; /* sender: time per message (all chunks, flag, flush) */
   double gbs[NSIZES];
   int lat_ran, lat_pass, lat_iters;
-  double lat_us;           /* one way */
+  double lat_us; /* one way */
 } case_res_t;
 
 static case_res_t *g_res;
@@ -170,10 +170,9 @@ __global__ void wait_kernel(const uint64_t *sem, uint64_t target, ctl_t *c, uint
 /* 8-byte put + signal ping-pong, one thread each side. `received` = flags this rank already got
  * on its semaphore. Each message carries its token; the receiver checks it after the flag. Ends
  * with a flush so nothing is in flight when the kernel returns. */
-__global__ void pingpong_kernel(pcl_fifo_device_t f, int rank, int warm, int iters,
-                                uint64_t *src, const uint64_t *dst, const uint64_t *sem,
-                                uint64_t received, ctl_t *c, uint64_t timeout_ns,
-                                unsigned long long *ns) {
+__global__ void pingpong_kernel(pcl_fifo_device_t f, int rank, int warm, int iters, uint64_t *src,
+                                const uint64_t *dst, const uint64_t *sem, uint64_t received,
+                                ctl_t *c, uint64_t timeout_ns, unsigned long long *ns) {
   const uint32_t type = PCL_FIFO_TYPE_DATA | PCL_FIFO_TYPE_FLAG;
   uint64_t t0 = gtimer();
   for (int i = -warm; i < iters; i++) {
@@ -311,8 +310,7 @@ static int bandwidth(int rank, int cs, pcl_bootstrap_t *b, pcl_proxy_t *px, ctl_
       rc = finish(rank, s, px, c, what);
       if (rc == 0) {
         CUCK(cudaMemsetAsync(dbuf + 1, 0, sizeof(*dbuf), s));
-        verify_kernel<<<264, 512, 0, s>>>((const unsigned char *)dst, bytes, GUARD, seed,
-                                          dbuf + 1);
+        verify_kernel<<<264, 512, 0, s>>>((const unsigned char *)dst, bytes, GUARD, seed, dbuf + 1);
         CUCK(cudaMemcpyAsync(&hbad, dbuf + 1, sizeof(hbad), cudaMemcpyDeviceToHost, s));
         CUCK(cudaStreamSynchronize(s));
         r->tested[k] = 1;
@@ -368,7 +366,7 @@ static int latency(int rank, int cs, pcl_bootstrap_t *b, pcl_proxy_t *px, ctl_t 
 
 /* What each rank publishes to the other. */
 typedef struct {
-  pcl_mem_remote_t exp[3];      /* the proxy's descriptors of src, dst, sem */
+  pcl_mem_remote_t exp[3];           /* the proxy's descriptors of src, dst, sem */
   pcl_mem_desc_t dst_desc, sem_desc; /* CE: CUDA IPC exports of dst and sem */
 } xchg_t;
 
@@ -406,8 +404,7 @@ static int rank_main(int rank, int cs) {
       if (rank == 0)
         snprintf(r->note, sizeof(r->note), "topology chose ib (an HCA is present); tcp forced");
     } else {
-      FAIL("the topology chose %s, expected %s", pcl_transport_name(kind),
-           k_case_name[cs]);
+      FAIL("the topology chose %s, expected %s", pcl_transport_name(kind), k_case_name[cs]);
     }
   }
   kind = k_case_kind[cs];

@@ -10,7 +10,8 @@
 static inline const char *test_src_dir(void) {
   const char *s = getenv("PCL_SOURCE_DIR");
 #ifdef PCL_TEST_SOURCE_DIR
-  if (s == NULL || s[0] == '\0') s = PCL_TEST_SOURCE_DIR;
+  if (s == NULL || s[0] == '\0')
+    s = PCL_TEST_SOURCE_DIR;
 #endif
   return s ? s : ".";
 }
@@ -24,7 +25,8 @@ static inline const char *plan_path(char *buf, size_t len, const char *rel) {
 /* Whole file, NUL-terminated, malloc'd (plain malloc: not counted by the leak checker). */
 static inline char *read_text(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
-  if (f == NULL) return NULL;
+  if (f == NULL)
+    return NULL;
   fseek(f, 0, SEEK_END);
   long n = ftell(f);
   fseek(f, 0, SEEK_SET);
@@ -36,7 +38,8 @@ static inline char *read_text(const char *path, size_t *len) {
   fclose(f);
   if (b) {
     b[n] = '\0';
-    if (len) *len = (size_t)n;
+    if (len)
+      *len = (size_t)n;
   }
   return b;
 }
@@ -44,7 +47,8 @@ static inline char *read_text(const char *path, size_t *len) {
 /* Replaces every occurrence of `from` by `to` (malloc'd result). */
 static inline char *replace_all(const char *s, const char *from, const char *to) {
   size_t fl = strlen(from), tl = strlen(to), n = 0;
-  for (const char *p = strstr(s, from); p; p = strstr(p + fl, from)) n++;
+  for (const char *p = strstr(s, from); p; p = strstr(p + fl, from))
+    n++;
   char *out = malloc(strlen(s) + n * (tl > fl ? tl - fl : 0) + 1), *o = out;
   for (const char *p = s;;) {
     const char *q = strstr(p, from);

@@ -12,7 +12,8 @@ static pcl_plan_t *load_ok(const char *rel) {
   char path[1024], err[1024];
   pcl_plan_t *p = NULL;
   ck_assert_msg(pcl_plan_load(plan_path(path, sizeof(path), rel), &p, err, sizeof(err)) ==
-                    ncclSuccess, "%s", err);
+                    ncclSuccess,
+                "%s", err);
   return p;
 }
 
@@ -63,8 +64,8 @@ START_TEST(test_size_semantics) {
   ck_assert_uint_eq(l.chunk_bytes, 1024);
   ck_assert_uint_eq(l.buf_bytes[PCL_PLAN_BUF_OUTPUT], 4096);
   ck_assert_uint_eq(l.scratch_bytes, 3 * 1024 * 2 * 2);
-  ck_assert(pcl_plan_size_runnable(ag, 64));   /* 16 bytes per rank */
-  ck_assert(!pcl_plan_size_runnable(ag, 96));  /* 24 bytes per rank: not aligned */
+  ck_assert(pcl_plan_size_runnable(ag, 64));  /* 16 bytes per rank */
+  ck_assert(!pcl_plan_size_runnable(ag, 96)); /* 24 bytes per rank: not aligned */
   ck_assert(pcl_plan_size_runnable(ag, 4u << 20));
   ck_assert(!pcl_plan_size_runnable(ag, (4u << 20) + 64)); /* above max */
 
@@ -90,8 +91,8 @@ END_TEST
 
 START_TEST(test_runnable) {
   pcl_plan_t *p = load_ok("good/ar2_ll.json"); /* align 16, 2 chunks, [0, 1 MiB] */
-  ck_assert(!pcl_plan_size_runnable(p, 0));     /* nothing to run */
-  ck_assert(!pcl_plan_size_runnable(p, 16));    /* one alignment unit cannot make 2 chunks */
+  ck_assert(!pcl_plan_size_runnable(p, 0));    /* nothing to run */
+  ck_assert(!pcl_plan_size_runnable(p, 16));   /* one alignment unit cannot make 2 chunks */
   ck_assert(pcl_plan_size_runnable(p, 32));
   ck_assert(!pcl_plan_size_runnable(p, 48));
   ck_assert(pcl_plan_size_runnable(p, 64));
@@ -167,7 +168,7 @@ START_TEST(test_scratch_bound) {
   pcl_plan_t *p = load_ok("good/ar2_ll.json");
   /* 1 MiB: chunk 512 KiB, 2 scratch chunks, x2 LL, x2 double. */
   ck_assert_uint_eq(pcl_plan_scratch_bytes_bound(p, 1 << 20), 4u << 20);
-  ck_assert_uint_eq(pcl_plan_scratch_bytes_bound(p, 1u << 30), 4u << 20); /* clamped to max */
+  ck_assert_uint_eq(pcl_plan_scratch_bytes_bound(p, 1u << 30), 4u << 20);    /* clamped to max */
   ck_assert_uint_eq(pcl_plan_scratch_bytes_bound(p, 1000), 2 * 496 * 2 * 2); /* aligned down */
   pcl_plan_destroy(p);
   PCL_ASSERT_NO_LEAKS();

@@ -29,7 +29,8 @@ static void write_plan(const char *dir, const char *file, const char *name, int 
   snprintf(hdr, sizeof(hdr), "\"min_message_size\": %llu,\n \"max_message_size\": %llu,\n %s",
            (unsigned long long)lo, (unsigned long long)hi, extra ? extra : "");
   char *a = replace_all(template_text, "\"name\": \"test_ar2_ll\"", nm);
-  char *b = replace_all(a, "\"inplace\": true", inplace ? "\"inplace\": true" : "\"inplace\": false");
+  char *b =
+      replace_all(a, "\"inplace\": true", inplace ? "\"inplace\": true" : "\"inplace\": false");
   char *c = replace_all(b, "\"min_message_size\": 0,\n \"max_message_size\": 1048576,\n", hdr);
   char path[1024];
   snprintf(path, sizeof(path), "%s/%s", dir, file);
@@ -54,14 +55,17 @@ static char made[8][256];
 static int n_made;
 
 static void cleanup_dirs(void) {
-  for (int i = 0; i < n_made; i++) nftw(made[i], rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+  for (int i = 0; i < n_made; i++)
+    nftw(made[i], rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
 static void make_dir(char *buf, size_t len, const char *tag) {
   snprintf(buf, len, "/tmp/pcl_registry_%s_XXXXXX", tag);
   ck_assert_ptr_nonnull(mkdtemp(buf));
-  if (n_made == 0) atexit(cleanup_dirs);
-  if (n_made < 8) snprintf(made[n_made++], sizeof(made[0]), "%s", buf);
+  if (n_made == 0)
+    atexit(cleanup_dirs);
+  if (n_made < 8)
+    snprintf(made[n_made++], sizeof(made[0]), "%s", buf);
 }
 
 static pcl_registry_t *create(const char *const *dirs, int n) {
@@ -88,16 +92,16 @@ START_TEST(test_priority_then_narrowest_then_order) {
   pcl_registry_t *r = create(dirs, 1);
   ck_assert_int_eq(pcl_registry_count(r), 4);
   ck_assert_int_eq(pcl_registry_refused_count(r), 0);
-  ck_assert_str_eq(sel_name(r, 1, 1024), "b_narrow");   /* narrowest; b before d (file order) */
-  ck_assert_str_eq(sel_name(r, 1, 4096), "b_narrow");   /* max inclusive */
-  ck_assert_str_eq(sel_name(r, 1, 4128), "a_wide");     /* just above b's range */
-  ck_assert_str_eq(sel_name(r, 1, 8160), "a_wide");     /* just below c's range */
-  ck_assert_str_eq(sel_name(r, 1, 8192), "c_prio");     /* min inclusive, priority wins */
+  ck_assert_str_eq(sel_name(r, 1, 1024), "b_narrow"); /* narrowest; b before d (file order) */
+  ck_assert_str_eq(sel_name(r, 1, 4096), "b_narrow"); /* max inclusive */
+  ck_assert_str_eq(sel_name(r, 1, 4128), "a_wide");   /* just above b's range */
+  ck_assert_str_eq(sel_name(r, 1, 8160), "a_wide");   /* just below c's range */
+  ck_assert_str_eq(sel_name(r, 1, 8192), "c_prio");   /* min inclusive, priority wins */
   ck_assert_str_eq(sel_name(r, 1, 65536), "c_prio");
   ck_assert_str_eq(sel_name(r, 1, 65568), "a_wide");
   ck_assert_str_eq(sel_name(r, 1, 1 << 20), "a_wide");
   ck_assert_str_eq(sel_name(r, 1, (1 << 20) + 32), "(none)");
-  ck_assert_str_eq(sel_name(r, 1, 1040), "(none)");     /* in range but not a multiple of 32 */
+  ck_assert_str_eq(sel_name(r, 1, 1040), "(none)"); /* in range but not a multiple of 32 */
   ck_assert_str_eq(sel_name(r, 1, 0), "(none)");
   /* Iteration is in selection order: sorted file names. */
   ck_assert_str_eq(pcl_registry_plan(r, 0)->name, "a_wide");
@@ -127,9 +131,9 @@ START_TEST(test_inplace_rules) {
   write_plan(d, "oop_ok.json", "oop_ok", 1, 0, 1 << 20, "\"outofplace_ok\": true,\n");
   write_plan(d, "zz_oop.json", "zz_oop", 0, 0, 4096, NULL);
   r = create(dirs, 1);
-  ck_assert_str_eq(sel_name(r, 1, 1024), "inplace");  /* first in file order */
-  ck_assert_str_eq(sel_name(r, 0, 1024), "zz_oop");   /* narrower out-of-place plan */
-  ck_assert_str_eq(sel_name(r, 0, 8192), "oop_ok");   /* in-place plan that allows it */
+  ck_assert_str_eq(sel_name(r, 1, 1024), "inplace"); /* first in file order */
+  ck_assert_str_eq(sel_name(r, 0, 1024), "zz_oop");  /* narrower out-of-place plan */
+  ck_assert_str_eq(sel_name(r, 0, 8192), "oop_ok");  /* in-place plan that allows it */
   pcl_registry_destroy(r);
   free(template_text);
   PCL_ASSERT_NO_LEAKS();

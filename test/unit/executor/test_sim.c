@@ -86,8 +86,8 @@ static void expect_ok(const pcl_plan_t *p, const char *path, ncclDataType_t dt, 
   pcl_sim_result_t *r = pcl_calloc(1, sizeof(*r), "result");
   pcl_sim_verdict_t v = run(p, dt, op, pk, max_bytes, nseeds, any_op, r);
   ck_assert_msg(v == PCL_SIM_PASS || (allow_skip && v == PCL_SIM_SKIPPED), "%s %s/%s/%s: %s: %s",
-                path, pcl_dtype_name(dt), pcl_sim_op_name(op),
-                pk == PCL_SIM_LL8 ? "ll8" : "ll16", pcl_sim_verdict_name(v), r->message);
+                path, pcl_dtype_name(dt), pcl_sim_op_name(op), pk == PCL_SIM_LL8 ? "ll8" : "ll16",
+                pcl_sim_verdict_name(v), r->message);
   pcl_free(r);
 }
 

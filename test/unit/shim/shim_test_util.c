@@ -22,7 +22,8 @@ const char *shim_test_path(const char *var) {
 
 struct fake_state *shim_test_fake_at(const char *path) {
   void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-  if (h == NULL) return NULL;
+  if (h == NULL)
+    return NULL;
   fake_state_fn fn = (fake_state_fn)dlsym(h, "fake_nccl_state");
   struct fake_state *st = fn ? fn() : NULL;
   dlclose(h);
@@ -42,13 +43,15 @@ struct fake_state *shim_test_use_fake(const char *var) {
 
 int shim_test_last(const struct fake_state *st, const char *name) {
   for (int i = st->ncalls - 1; i >= 0; i--)
-    if (strcmp(st->calls[i].name, name) == 0) return i;
+    if (strcmp(st->calls[i].name, name) == 0)
+      return i;
   return -1;
 }
 
 int shim_test_count(const struct fake_state *st, const char *name) {
   int n = 0;
-  for (int i = 0; i < st->ncalls; i++) n += strcmp(st->calls[i].name, name) == 0;
+  for (int i = 0; i < st->ncalls; i++)
+    n += strcmp(st->calls[i].name, name) == 0;
   return n;
 }
 
@@ -68,7 +71,8 @@ static int loaded_cb(struct dl_phdr_info *info, size_t size, void *arg) {
 
 int shim_test_loaded(const char *path) {
   char rp[PATH_MAX];
-  if (realpath(path, rp) == NULL) return 0;
+  if (realpath(path, rp) == NULL)
+    return 0;
   struct loaded_arg a = {rp, 0};
   dl_iterate_phdr(loaded_cb, &a);
   return a.found;
@@ -84,7 +88,8 @@ void shim_test_mkdirs(const char *path) {
   char buf[PATH_MAX];
   snprintf(buf, sizeof(buf), "%s", path);
   for (char *p = buf + 1; *p; p++) {
-    if (*p != '/') continue;
+    if (*p != '/')
+      continue;
     *p = '\0';
     mkdir(buf, 0755);
     *p = '/';
@@ -99,7 +104,8 @@ void shim_test_copy(const char *from, const char *to) {
   ck_assert_msg(out != NULL, "cannot create %s", to);
   char buf[65536];
   size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), in)) > 0) ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+  while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+    ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
   fclose(in);
   fclose(out);
   chmod(to, 0755);

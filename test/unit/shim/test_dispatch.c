@@ -25,7 +25,8 @@ static void copy_file(const char *from, const char *to) {
   ck_assert_ptr_nonnull(out);
   char buf[65536];
   size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), in)) > 0) ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+  while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+    ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
   fclose(in);
   fclose(out);
 }
@@ -42,17 +43,18 @@ static void setup(void) {
   ck_assert_ptr_nonnull(src);
   snprintf(tmpdir, sizeof(tmpdir), "/tmp/pcl_dispatch_XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-  static const char *const files[] = {
-      "plans/allreduce/2gpu_ll1_inplace.json", "plans/allreduce/2gpu_ll1_outofplace.json",
-      "plans/allreduce/2gpu_ll1_small_inplace.json",
-      "plans/allreduce/2gpu_ll1_small_outofplace.json",
-      "plans/allreduce/2gpu_ll1_large_inplace.json",
-      "plans/allreduce/2gpu_ll1_large_outofplace.json",
-      "plans/extra/allreduce/2gpu_ll2_inplace.json",
-      "plans/extra/allreduce/2gpu_ll2_outofplace.json",
-      "plans/extra/allgather/2gpu_ll_inplace.json",
-      "plans/extra/allgather/2gpu_ll_outofplace.json",
-      "test/data/plans/good/rs2_ll.json",      "test/data/plans/good/ar4_ll.json"};
+  static const char *const files[] = {"plans/allreduce/2gpu_ll1_inplace.json",
+                                      "plans/allreduce/2gpu_ll1_outofplace.json",
+                                      "plans/allreduce/2gpu_ll1_small_inplace.json",
+                                      "plans/allreduce/2gpu_ll1_small_outofplace.json",
+                                      "plans/allreduce/2gpu_ll1_large_inplace.json",
+                                      "plans/allreduce/2gpu_ll1_large_outofplace.json",
+                                      "plans/extra/allreduce/2gpu_ll2_inplace.json",
+                                      "plans/extra/allreduce/2gpu_ll2_outofplace.json",
+                                      "plans/extra/allgather/2gpu_ll_inplace.json",
+                                      "plans/extra/allgather/2gpu_ll_outofplace.json",
+                                      "test/data/plans/good/rs2_ll.json",
+                                      "test/data/plans/good/ar4_ll.json"};
   for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
     char from[PATH_MAX], to[PATH_MAX + 64];
     snprintf(from, sizeof(from), "%s/%s", src, files[i]);
@@ -138,8 +140,7 @@ static const struct dcase cases[] = {
     {"ar 2 ranks on 2 nodes", AR, 256, ncclFloat, ncclSum, 0, 2, 1, NCCL, PCL_WHY_NO_PLAN, NULL},
     {"ar 4 ranks in-place", AR, 256, ncclFloat, ncclSum, 1, 4, 4, PLAN, PCL_WHY_PLAN,
      "test_ar4_ll"},
-    {"ar 4 ranks out-of-place", AR, 256, ncclFloat, ncclSum, 0, 4, 4, NCCL, PCL_WHY_NO_PLAN,
-     NULL},
+    {"ar 4 ranks out-of-place", AR, 256, ncclFloat, ncclSum, 0, 4, 4, NCCL, PCL_WHY_NO_PLAN, NULL},
     {"ar premulsum", AR, 256, ncclFloat, ncclNumOps, 0, 2, 2, NCCL, PCL_WHY_PREMULSUM, NULL},
     {"ag 2x4 floats = 32B total", AG, 4, ncclFloat, ncclSum, 0, 2, 2, PLAN, PCL_WHY_PLAN, AG_O},
     {"ag 2x2 floats = 16B total", AG, 2, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
@@ -167,22 +168,28 @@ static const struct dcase cases[] = {
 
 static struct pcl_dispatch_inputs base_inputs(const struct dcase *c,
                                               const struct pcl_kernel_caps *caps) {
-  struct pcl_dispatch_inputs in = {.coll = c->coll, .count = c->count, .dtype = c->dtype,
-                                   .op = c->op, .inplace = c->inplace, .nranks = c->nranks,
-                                   .ranks_per_node = c->rpn, .planccl_ok = 1, .have_real = 1,
-                                   .registry = reg, .caps = caps};
+  struct pcl_dispatch_inputs in = {.coll = c->coll,
+                                   .count = c->count,
+                                   .dtype = c->dtype,
+                                   .op = c->op,
+                                   .inplace = c->inplace,
+                                   .nranks = c->nranks,
+                                   .ranks_per_node = c->rpn,
+                                   .planccl_ok = 1,
+                                   .have_real = 1,
+                                   .registry = reg,
+                                   .caps = caps};
   return in;
 }
 
 static void expect(const struct dcase *c, const struct pcl_dispatch_decision *d, pcl_path_t path,
                    pcl_why_t why, const char *plan) {
-  ck_assert_msg(d->path == path && d->why == why,
-                "%s: path %d why %s, want path %d why %s", c->what, d->path, pcl_why_name(d->why),
-                path, pcl_why_name(why));
+  ck_assert_msg(d->path == path && d->why == why, "%s: path %d why %s, want path %d why %s",
+                c->what, d->path, pcl_why_name(d->why), path, pcl_why_name(why));
   if (path == PCL_PATH_PLAN) {
     ck_assert_ptr_nonnull(d->plan);
-    ck_assert_msg(strcmp(d->plan->name, plan) == 0, "%s: plan %s, want %s", c->what,
-                  d->plan->name, plan);
+    ck_assert_msg(strcmp(d->plan->name, plan) == 0, "%s: plan %s, want %s", c->what, d->plan->name,
+                  plan);
     ck_assert_uint_gt(d->in_bytes + d->out_bytes, 0);
   }
 }
@@ -209,11 +216,11 @@ END_TEST
 START_TEST(test_decide_overrides) {
   setup();
   struct pcl_kernel_caps caps = caps_all();
-  const struct dcase planned = {"ar 4K", AR, 1024, ncclFloat, ncclSum, 0, 2, 2, PLAN,
-                                PCL_WHY_PLAN, LL1_O};
-  const struct dcase none = {"ar 12B", AR, 3, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN,
-                             NULL};
-  const struct dcase zero = {"ag count 0", AG, 0, ncclFloat, ncclSum, 0, 2, 2, PCL_PATH_NOOP,
+  const struct dcase planned = {"ar 4K", AR, 1024, ncclFloat,    ncclSum, 0,
+                                2,       2,  PLAN, PCL_WHY_PLAN, LL1_O};
+  const struct dcase none = {"ar 12B", AR, 3,    ncclFloat,       ncclSum, 0,
+                             2,        2,  NCCL, PCL_WHY_NO_PLAN, NULL};
+  const struct dcase zero = {"ag count 0",   AG,  0, ncclFloat, ncclSum, 0, 2, 2, PCL_PATH_NOOP,
                              PCL_WHY_COUNT0, NULL};
   struct pcl_dispatch_decision d;
   struct pcl_dispatch_inputs in = base_inputs(&planned, &caps);
@@ -265,7 +272,7 @@ START_TEST(test_decide_overrides) {
 
   /* Broadcast/reduce plans are written for root 0: another root goes to NCCL. */
   const struct dcase bc = {"bc root 1", PCL_COLL_BROADCAST, 256, ncclFloat, ncclSum, 1, 2, 2,
-                           NCCL, PCL_WHY_ROOT, NULL};
+                           NCCL,        PCL_WHY_ROOT,       NULL};
   in = base_inputs(&bc, &caps);
   in.root = 1;
   pcl_dispatch_decide(&in, &d);
@@ -299,11 +306,10 @@ START_TEST(test_parse_fallback) {
   ck_assert_uint_eq(pcl_dispatch_parse_fallback("", bad, sizeof(bad)), 0);
   ck_assert_uint_eq(pcl_dispatch_parse_fallback("all", bad, sizeof(bad)), PCL_COLL_ALL_BITS);
   ck_assert_uint_eq(pcl_dispatch_parse_fallback("ALL", bad, sizeof(bad)), PCL_COLL_ALL_BITS);
-  ck_assert_uint_eq(pcl_dispatch_parse_fallback("allreduce", bad, sizeof(bad)),
-                    PCL_COLL_BIT(AR));
-  ck_assert_uint_eq(pcl_dispatch_parse_fallback(" AllReduce, all_gather ,reduce-scatter", bad,
-                                                sizeof(bad)),
-                    PCL_COLL_BIT(AR) | PCL_COLL_BIT(AG) | PCL_COLL_BIT(RS));
+  ck_assert_uint_eq(pcl_dispatch_parse_fallback("allreduce", bad, sizeof(bad)), PCL_COLL_BIT(AR));
+  ck_assert_uint_eq(
+      pcl_dispatch_parse_fallback(" AllReduce, all_gather ,reduce-scatter", bad, sizeof(bad)),
+      PCL_COLL_BIT(AR) | PCL_COLL_BIT(AG) | PCL_COLL_BIT(RS));
   ck_assert_str_eq(bad, "");
   ck_assert_uint_eq(pcl_dispatch_parse_fallback("bcast,reduce", bad, sizeof(bad)),
                     PCL_COLL_BIT(PCL_COLL_BROADCAST) | PCL_COLL_BIT(PCL_COLL_REDUCE));
@@ -323,7 +329,8 @@ START_TEST(test_msg_bytes) {
   ck_assert_int_eq(ok, 0);
   pcl_dispatch_msg_bytes(AR, SIZE_MAX, ncclFloat64, 2, &ok);
   ck_assert_int_eq(ok, 0);
-  for (int t = 0; t < (int)ncclNumTypes; t++) ck_assert_uint_gt(pcl_dtype_bytes(t), 0);
+  for (int t = 0; t < (int)ncclNumTypes; t++)
+    ck_assert_uint_gt(pcl_dtype_bytes(t), 0);
 }
 END_TEST
 
@@ -366,7 +373,8 @@ START_TEST(test_group_queue_order) {
   }
   ck_assert_int_ge(q.cap, 100);
   ck_assert_int_eq(pcl_group_queue_order(&q), 100);
-  for (int i = 0; i < 100; i++) ck_assert_int_eq(q.calls[i].after, 0);
+  for (int i = 0; i < 100; i++)
+    ck_assert_int_eq(q.calls[i].after, 0);
   pcl_group_queue_reset(&q);
   /* Forwarded only. */
   struct pcl_group_call f = call(0, 1, 0);

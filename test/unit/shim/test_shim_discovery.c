@@ -116,7 +116,8 @@ START_TEST(test_discovery_system_nccl) {
   unsetenv("PLANCCL_NCCL_LIB");
   unsetenv("LD_LIBRARY_PATH");
   const char *real = getenv("PCL_REAL_NCCL");
-  if (real == NULL || access(real, R_OK) != 0) return; /* no system NCCL on this machine */
+  if (real == NULL || access(real, R_OK) != 0)
+    return; /* no system NCCL on this machine */
   int v = 0;
   ck_assert_int_eq(ncclGetVersion(&v), ncclSuccess);
   ck_assert_int_ge(v, 22800);

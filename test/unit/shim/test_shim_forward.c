@@ -74,13 +74,15 @@ START_TEST(test_unique_id_layout) {
   memset(&id, 0x55, sizeof(id));
   ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
   EXPECT(st, "ncclGetUniqueId", U64(&id));
-  for (int i = 0; i < 40; i++) ck_assert_uint_eq((unsigned char)id.internal[i], FAKE_ID_BYTE);
+  for (int i = 0; i < 40; i++)
+    ck_assert_uint_eq((unsigned char)id.internal[i], FAKE_ID_BYTE);
   /* Bytes 40..127: planccl's bootstrap handle (nonzero magic first) where planccl can run its
    * own part (a CUDA device), else all zero (this id's comms run pass-through). */
   uint64_t magic;
   memcpy(&magic, id.internal + 40, 8);
   if (magic == 0)
-    for (int i = 40; i < NCCL_UNIQUE_ID_BYTES; i++) ck_assert_int_eq(id.internal[i], 0);
+    for (int i = 40; i < NCCL_UNIQUE_ID_BYTES; i++)
+      ck_assert_int_eq(id.internal[i], 0);
   ck_assert_int_eq(ncclGetUniqueId(NULL), ncclInvalidArgument);
   /* The full 128 bytes reach the real init. */
   ncclComm_t comm;
@@ -112,8 +114,7 @@ START_TEST(test_collectives_forwarded) {
          U64(STREAM));
   ck_assert_int_eq(ncclAllGather(SBUF, RBUF, 20, ncclUint8, comm, STREAM), ncclSuccess);
   EXPECT(st, "ncclAllGather", U64(SBUF), U64(RBUF), 20, ncclUint8, U64(real), U64(STREAM));
-  ck_assert_int_eq(ncclReduceScatter(SBUF, RBUF, 21, ncclHalf, ncclAvg, comm, STREAM),
-                   ncclSuccess);
+  ck_assert_int_eq(ncclReduceScatter(SBUF, RBUF, 21, ncclHalf, ncclAvg, comm, STREAM), ncclSuccess);
   EXPECT(st, "ncclReduceScatter", U64(SBUF), U64(RBUF), 21, ncclHalf, ncclAvg, U64(real),
          U64(STREAM));
   ck_assert_int_eq(ncclAlltoAll(SBUF, RBUF, 22, ncclInt64, comm, STREAM), ncclSuccess);
@@ -128,8 +129,7 @@ START_TEST(test_collectives_forwarded) {
   EXPECT(st, "ncclRecv", U64(RBUF), 26, ncclUint64, 0, U64(real), U64(STREAM));
   /* The profiling twins are the same functions. */
   ck_assert_int_eq(pncclAllReduce(SBUF, RBUF, 27, ncclFloat, ncclSum, comm, STREAM), ncclSuccess);
-  EXPECT(st, "ncclAllReduce", U64(SBUF), U64(RBUF), 27, ncclFloat, ncclSum, U64(real),
-         U64(STREAM));
+  EXPECT(st, "ncclAllReduce", U64(SBUF), U64(RBUF), 27, ncclFloat, ncclSum, U64(real), U64(STREAM));
   /* Return codes come back unchanged, and the real library's message becomes the last error. */
   set_result(st, "ncclAllReduce", ncclRemoteError);
   snprintf(st->last_error, sizeof(st->last_error), "fake: peer went away");
@@ -183,7 +183,8 @@ START_TEST(test_internal_calls_stay_in_real_library) {
     ck_assert_int_eq(n, 3);
   }
   ck_assert_ptr_ne(all[0], all[1]);
-  for (int i = 0; i < 3; i++) ck_assert_int_eq(ncclCommDestroy(all[i]), ncclSuccess);
+  for (int i = 0; i < 3; i++)
+    ck_assert_int_eq(ncclCommDestroy(all[i]), ncclSuccess);
   ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
   ck_assert_int_eq(st->live_comms, 0);
   ck_assert_int_eq(st->foreign_comms, 0);
@@ -408,7 +409,8 @@ START_TEST(test_error_strings) {
       "remote process exited or there was a network error",
       "NCCL operation in progress",
   };
-  for (int i = 0; i < 8; i++) ck_assert_str_eq(ncclGetErrorString((ncclResult_t)i), want[i]);
+  for (int i = 0; i < 8; i++)
+    ck_assert_str_eq(ncclGetErrorString((ncclResult_t)i), want[i]);
   ck_assert_str_eq(ncclGetErrorString(ncclNumResults), "unknown result code");
   ck_assert_str_eq(ncclGetErrorString((ncclResult_t)-1), "unknown result code");
   ck_assert_str_eq(pncclGetErrorString(ncclInProgress), want[7]);

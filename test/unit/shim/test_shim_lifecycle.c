@@ -77,7 +77,8 @@ START_TEST(test_init_inside_group) {
                      ncclSuccess);
   }
   ck_assert_int_eq(st->foreign_comms, 0);
-  for (int r = 0; r < 2; r++) ck_assert_int_eq(ncclCommDestroy(comms[r]), ncclSuccess);
+  for (int r = 0; r < 2; r++)
+    ck_assert_int_eq(ncclCommDestroy(comms[r]), ncclSuccess);
   ck_assert_int_eq(st->live_comms, 0);
 }
 END_TEST
@@ -175,16 +176,20 @@ static long rss_kb(void) {
   char line[256];
   long kb = -1;
   while (f && fgets(line, sizeof(line), f))
-    if (sscanf(line, "VmRSS: %ld kB", &kb) == 1) break;
-  if (f) fclose(f);
+    if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+      break;
+  if (f)
+    fclose(f);
   return kb;
 }
 
 static int open_fds(void) {
   DIR *d = opendir("/proc/self/fd");
   int n = 0;
-  while (d && readdir(d)) n++;
-  if (d) closedir(d);
+  while (d && readdir(d))
+    n++;
+  if (d)
+    closedir(d);
   return n;
 }
 
@@ -206,10 +211,12 @@ START_TEST(test_no_leaks_over_many_comms) {
     ck_assert_int_eq(ncclCommInitRank(&comm, 2, id, iter % 2), ncclSuccess);
     ck_assert_int_eq(ncclCommSplit(comm, 0, 0, &child, NULL), ncclSuccess);
     ncclRedOp_t op;
-    ck_assert_int_eq(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat, ncclScalarHostImmediate,
-                                              child), ncclSuccess);
+    ck_assert_int_eq(
+        ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat, ncclScalarHostImmediate, child),
+        ncclSuccess);
     ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 1, ncclFloat, op, child, STREAM), ncclSuccess);
-    if (iter % 2) ck_assert_int_eq(ncclRedOpDestroy(op, child), ncclSuccess);
+    if (iter % 2)
+      ck_assert_int_eq(ncclRedOpDestroy(op, child), ncclSuccess);
     ck_assert_int_eq(ncclCommDestroy(child), ncclSuccess);
     ck_assert_int_eq(ncclCommAbort(comm), ncclSuccess);
     st->ncalls = 0; /* keep the fake's log from filling up */
@@ -256,8 +263,9 @@ START_TEST(test_real_library_loaded_first) {
   }
   ck_assert_int_eq(st->foreign_comms, 0);
   /* A garbage handle from the application is still refused. */
-  ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 1, ncclFloat, ncclSum, (ncclComm_t)(uintptr_t)0x99,
-                                 STREAM), ncclInvalidArgument);
+  ck_assert_int_eq(
+      ncclAllReduce(SBUF, RBUF, 1, ncclFloat, ncclSum, (ncclComm_t)(uintptr_t)0x99, STREAM),
+      ncclInvalidArgument);
   ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
   ck_assert_int_eq(st->live_comms, 0);
   dlclose(h);
@@ -294,7 +302,8 @@ START_TEST(test_no_real_nccl) {
   ck_assert_ptr_nonnull(f);
   char line[2048];
   int warns = 0;
-  while (fgets(line, sizeof(line), f)) warns += strstr(line, "no real NCCL library") != NULL;
+  while (fgets(line, sizeof(line), f))
+    warns += strstr(line, "no real NCCL library") != NULL;
   fclose(f);
   ck_assert_int_eq(warns, 1);
   shim_test_rmtree(dir);
@@ -306,8 +315,10 @@ static int count_in_file(const char *path, const char *needle) {
   FILE *f = fopen(path, "r");
   char line[4096];
   int n = 0;
-  while (f && fgets(line, sizeof(line), f)) n += strstr(line, needle) != NULL;
-  if (f) fclose(f);
+  while (f && fgets(line, sizeof(line), f))
+    n += strstr(line, needle) != NULL;
+  if (f)
+    fclose(f);
   return n;
 }
 
@@ -326,7 +337,8 @@ START_TEST(test_passthrough_stats_and_paths) {
   struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
   ncclUniqueId id;
   ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
-  for (int i = 40; i < NCCL_UNIQUE_ID_BYTES; i++) ck_assert_int_eq(id.internal[i], 0);
+  for (int i = 40; i < NCCL_UNIQUE_ID_BYTES; i++)
+    ck_assert_int_eq(id.internal[i], 0);
   ncclComm_t comm;
   ck_assert_int_eq(ncclCommInitRank(&comm, 2, id, 0), ncclSuccess);
   for (int i = 0; i < 3; i++)

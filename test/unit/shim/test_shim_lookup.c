@@ -45,7 +45,8 @@ static void expect_refused(struct fake_state *st, ncclComm_t comm) {
 START_TEST(test_lookup_cached_then_destroyed) {
   struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
   ncclComm_t comm = make();
-  for (int i = 0; i < 3; i++) ck_assert_int_eq(call(comm), ncclSuccess); /* cached from now on */
+  for (int i = 0; i < 3; i++)
+    ck_assert_int_eq(call(comm), ncclSuccess); /* cached from now on */
   ncclComm_t real = pcl_comm_real(comm);
   ck_assert_ptr_nonnull(real);
   ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
@@ -70,19 +71,24 @@ START_TEST(test_lookup_many_comms_one_thread) {
     reals[k] = pcl_comm_real(comms[k]);
   }
   for (int round = 0; round < 4; round++)
-    for (int k = 0; k < N; k++) ck_assert_int_eq(call(comms[k]), ncclSuccess);
+    for (int k = 0; k < N; k++)
+      ck_assert_int_eq(call(comms[k]), ncclSuccess);
   ck_assert_int_eq(ncclCommDestroy(comms[3]), ncclSuccess);
   ck_assert_int_eq(ncclCommAbort(comms[7]), ncclSuccess);
   revive(comms[3], reals[3]);
   revive(comms[7], reals[7]);
   for (int round = 0; round < 2; round++)
     for (int k = 0; k < N; k++) {
-      if (k == 3 || k == 7) expect_refused(st, comms[k]);
-      else ck_assert_int_eq(call(comms[k]), ncclSuccess);
+      if (k == 3 || k == 7)
+        expect_refused(st, comms[k]);
+      else
+        ck_assert_int_eq(call(comms[k]), ncclSuccess);
     }
   for (int k = 0; k < N; k++)
-    if (k != 3 && k != 7) ck_assert_int_eq(ncclCommDestroy(comms[k]), ncclSuccess);
-  for (int k = 0; k < N; k++) expect_refused(st, comms[k]);
+    if (k != 3 && k != 7)
+      ck_assert_int_eq(ncclCommDestroy(comms[k]), ncclSuccess);
+  for (int k = 0; k < N; k++)
+    expect_refused(st, comms[k]);
   ck_assert_int_eq(st->live_comms, 0);
 }
 END_TEST
@@ -97,8 +103,8 @@ struct two_threads {
 
 static void *user_thread(void *arg) {
   struct two_threads *t = arg;
-  t->cached_ok = call(t->comm) == ncclSuccess && call(t->comm) == ncclSuccess &&
-                 call(t->other) == ncclSuccess;
+  t->cached_ok =
+      call(t->comm) == ncclSuccess && call(t->comm) == ncclSuccess && call(t->other) == ncclSuccess;
   pthread_barrier_wait(&t->bar); /* 1: cached */
   pthread_barrier_wait(&t->bar); /* 2: destroyed and revived by the main thread */
   int before = t->st->ncalls;

@@ -38,14 +38,16 @@ static struct symtab read_dynsym(const char *path) {
   ck_assert(memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0);
   const Elf64_Shdr *sh = (const Elf64_Shdr *)(m + eh->e_shoff);
   for (int i = 0; i < eh->e_shnum; i++) {
-    if (sh[i].sh_type != SHT_DYNSYM) continue;
+    if (sh[i].sh_type != SHT_DYNSYM)
+      continue;
     const Elf64_Sym *s = (const Elf64_Sym *)(m + sh[i].sh_offset);
     const char *str = (const char *)(m + sh[sh[i].sh_link].sh_offset);
     int n = (int)(sh[i].sh_size / sizeof(Elf64_Sym));
     t.syms = calloc((size_t)n, sizeof(*t.syms));
     for (int k = 0; k < n; k++) {
       int bind = ELF64_ST_BIND(s[k].st_info);
-      if (s[k].st_shndx == SHN_UNDEF || (bind != STB_GLOBAL && bind != STB_WEAK)) continue;
+      if (s[k].st_shndx == SHN_UNDEF || (bind != STB_GLOBAL && bind != STB_WEAK))
+        continue;
       snprintf(t.syms[t.n].name, sizeof(t.syms[0].name), "%s", str + s[k].st_name);
       t.syms[t.n].bind = bind;
       t.syms[t.n].value = s[k].st_value;
@@ -58,7 +60,8 @@ static struct symtab read_dynsym(const char *path) {
 
 static const struct sym *find(const struct symtab *t, const char *name) {
   for (int i = 0; i < t->n; i++)
-    if (strcmp(t->syms[i].name, name) == 0) return &t->syms[i];
+    if (strcmp(t->syms[i].name, name) == 0)
+      return &t->syms[i];
   return NULL;
 }
 
@@ -84,7 +87,8 @@ START_TEST(test_exports_match_real_nccl) {
                   ours.syms[i].name);
   /* pnccl* twins are aliases of nccl*. */
   for (int i = 0; i < ours.n; i++) {
-    if (strncmp(ours.syms[i].name, "pnccl", 5) != 0) continue;
+    if (strncmp(ours.syms[i].name, "pnccl", 5) != 0)
+      continue;
     const struct sym *base = find(&ours, ours.syms[i].name + 1);
     ck_assert_ptr_nonnull(base);
     ck_assert_uint_eq(base->value, ours.syms[i].value);
@@ -97,11 +101,17 @@ END_TEST
 /* The names PyTorch 2.11 resolves beyond the classic API (a missing one breaks import torch). */
 START_TEST(test_exports_needed_by_pytorch) {
   struct symtab ours = read_dynsym(shim_test_path("PCL_PLANCCL_LIB"));
-  static const char *const names[] = {"ncclCommShrink", "ncclCommWindowRegister",
-                                      "ncclCommWindowDeregister", "ncclDevCommCreate",
-                                      "ncclDevCommDestroy", "ncclGroupSimulateEnd",
-                                      "ncclAlltoAll", "ncclCommRegister", "ncclMemAlloc",
-                                      "ncclCommInitRankScalable", "ncclCommSplit"};
+  static const char *const names[] = {"ncclCommShrink",
+                                      "ncclCommWindowRegister",
+                                      "ncclCommWindowDeregister",
+                                      "ncclDevCommCreate",
+                                      "ncclDevCommDestroy",
+                                      "ncclGroupSimulateEnd",
+                                      "ncclAlltoAll",
+                                      "ncclCommRegister",
+                                      "ncclMemAlloc",
+                                      "ncclCommInitRankScalable",
+                                      "ncclCommSplit"};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
     ck_assert_msg(find(&ours, names[i]) != NULL, "missing %s", names[i]);
   free(ours.syms);
