@@ -6,19 +6,37 @@
 #include "exec_ew.h"
 #include "exec_end.cuh"
 
+/* Plain payload words of S and O. User buffers may be only element-aligned; AL says both are
+ * aligned to the word, decided once per kernel (an element offset keeps the base's alignment),
+ * so the aligned loops carry no per-word alignment test (pcl_kld8's three-way branch). */
+template <bool AL, typename W>
+static __device__ __forceinline__ void pcl_kew_ld(const char *p, uint32_t i, W *v) {
+  if (AL)
+    *v = ((const W *)p)[i];
+  else
+    pcl_kll_ld(p, i, v);
+}
+template <bool AL, typename W>
+static __device__ __forceinline__ void pcl_kew_st(char *p, uint32_t i, W v) {
+  if (AL)
+    ((W *)p)[i] = v;
+  else
+    pcl_kll_st(p, i, v);
+}
+
 /* Two passes, as the hand-written kernels do: first every element's packets to every put, then
  * per element the terms gathered (all loads issued before any is re-polled), reduced left to
  * right in term order, and O stored. All of a thread's puts thus precede all of its waits, so
  * no plan can deadlock here however its ranks slice their elements (puts never block); the
  * ops' order is kept wherever it matters (exec_fuse.c). NT bounds nput and nterm. */
-template <typename T, int OP, typename W, int NT>
+template <typename T, int OP, typename W, int NT, bool AL>
 static __device__ __forceinline__ void
 pcl_kew_loop(const char *s, char *const *put, int nput, const char *const *term, int nterm,
              uint32_t self, char *o, uint32_t n, uint32_t flag, pcl_kll_watch_t *w) {
   if (nput > 0)
     for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
       W v;
-      pcl_kll_ld(s, i, &v);
+      pcl_kew_ld<AL>(s, i, &v);
 #pragma unroll
       for (int j = 0; j < NT; j++)
         if (j < nput)
@@ -32,7 +50,7 @@ pcl_kew_loop(const char *s, char *const *put, int nput, const char *const *term,
     uint32_t ok = self;
     if (self != 0) {
       W v;
-      pcl_kll_ld(s, i, &v);
+      pcl_kew_ld<AL>(s, i, &v);
 #pragma unroll
       for (int j = 0; j < NT; j++)
         if (self & (1u << j))
@@ -57,7 +75,26 @@ pcl_kew_loop(const char *s, char *const *put, int nput, const char *const *term,
     for (int j = 1; j < NT; j++)
       if (j < nterm)
         acc = pcl_kred_w<T, OP, W>(acc, x[j]);
-    pcl_kll_st(o, i, acc);
+    pcl_kew_st<AL>(o, i, acc);
+  }
+}
+
+template <typename T, typename W, int NT, bool AL>
+static __device__ __forceinline__ void
+pcl_kew_run_al(int redop, const char *s, char *const *put, int nput, const char *const *term,
+               int nterm, uint32_t self, char *o, uint32_t n, uint32_t flag, pcl_kll_watch_t *w) {
+  switch (redop) { /* avg sums here; the kernel scales at its end */
+  case ncclProd:
+    pcl_kew_loop<T, ncclProd, W, NT, AL>(s, put, nput, term, nterm, self, o, n, flag, w);
+    break;
+  case ncclMax:
+    pcl_kew_loop<T, ncclMax, W, NT, AL>(s, put, nput, term, nterm, self, o, n, flag, w);
+    break;
+  case ncclMin:
+    pcl_kew_loop<T, ncclMin, W, NT, AL>(s, put, nput, term, nterm, self, o, n, flag, w);
+    break;
+  default:
+    pcl_kew_loop<T, ncclSum, W, NT, AL>(s, put, nput, term, nterm, self, o, n, flag, w);
   }
 }
 
@@ -66,19 +103,10 @@ static __device__ __forceinline__ void
 pcl_kew_run(int redop, const char *s, char *const *put, int nput, const char *const *term,
             int nterm, uint32_t self, char *o, uint32_t bytes, uint32_t flag, pcl_kll_watch_t *w) {
   const uint32_t n = bytes / (uint32_t)sizeof(W);
-  switch (redop) { /* avg sums here; the kernel scales at its end */
-  case ncclProd:
-    pcl_kew_loop<T, ncclProd, W, NT>(s, put, nput, term, nterm, self, o, n, flag, w);
-    break;
-  case ncclMax:
-    pcl_kew_loop<T, ncclMax, W, NT>(s, put, nput, term, nterm, self, o, n, flag, w);
-    break;
-  case ncclMin:
-    pcl_kew_loop<T, ncclMin, W, NT>(s, put, nput, term, nterm, self, o, n, flag, w);
-    break;
-  default:
-    pcl_kew_loop<T, ncclSum, W, NT>(s, put, nput, term, nterm, self, o, n, flag, w);
-  }
+  if ((((uintptr_t)s | (uintptr_t)o) & (sizeof(W) - 1)) == 0)
+    pcl_kew_run_al<T, W, NT, true>(redop, s, put, nput, term, nterm, self, o, n, flag, w);
+  else
+    pcl_kew_run_al<T, W, NT, false>(redop, s, put, nput, term, nterm, self, o, n, flag, w);
 }
 
 /* Every thread reads its block's flag slot itself (no shared memory, no barrier at entry), so
@@ -88,6 +116,16 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS, 1)
     pcl_kexec_ew(const __grid_constant__ pcl_kargs_t a) {
   static_assert(NT <= PCL_KEW_MAX, "the descriptor holds PCL_KEW_MAX entries");
   PCL_KPROF_ENTRY;
+  /* This thread's first word of S into L1 before anything else: its address comes from the
+   * arguments, so the fetch overlaps the flag slot's and the descriptor's; the put loop's first
+   * load then hits L1 instead of waiting one more memory round trip after the descriptor. */
+  if (blockIdx.x < PCL_KEW_HINTS && a.ew_hint[blockIdx.x][0] != PCL_KEW_HINT_NONE) {
+    const uint32_t h = a.ew_hint[blockIdx.x][0], w = a.pkt == PCL_KPKT_LL16 ? 8u : 4u;
+    if (threadIdx.x * w < a.ew_hint[blockIdx.x][1]) {
+      const char *p = (const char *)(uintptr_t)(h >> 31 ? a.out : a.in) + (h & 0x7fffffffu);
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(p + threadIdx.x * w));
+    }
+  }
   const pcl_kew_t *d = (const pcl_kew_t *)a.blocks + blockIdx.x;
   const uint64_t f64 =
       *(volatile const uint64_t *)&a.state->flag[blockIdx.x % PCL_KABI_FLAG_SLOTS] + 1;
