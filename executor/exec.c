@@ -568,6 +568,8 @@ ncclResult_t pcl_exec_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
   k.pkt = (uint8_t)pkt;
   k.redop = (uint8_t)a->op;
   if (p->ew)
+    memset(k.ew_hint, 0xff, sizeof(k.ew_hint)); /* PCL_KEW_HINT_NONE */
+  if (p->ew && pcl_param_ew_prefetch())
     memcpy(k.ew_hint, p->ew_hint, sizeof(k.ew_hint));
   if (a->op == ncclAvg && p->shape.has_reduce) {
     /* The simulator's avg, inside the same kernel: the rank's result region, scaled once the
