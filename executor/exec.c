@@ -22,7 +22,6 @@ typedef struct {
   int ll;         /* runs on the LL fast-path kernel */
   int ew;         /* 0, or runs on the EW kernel for up to `ew` puts and terms (PCL_KVAR_EW*) */
   void *d_blocks; /* plan->max_blocks packed programs (EW: pcl_kew_t), `stride` bytes apart */
-  uint32_t ew_hint[PCL_KEW_HINTS][2]; /* EW: the first blocks' S, for pcl_kargs_t.ew_hint */
   uint32_t stride;
   int32_t *d_sems;
   /* The last (dtype, op, force_ll8) prog_check accepted and the packet format it chose: calls
@@ -362,7 +361,6 @@ static ncclResult_t program_image(const pcl_exec_ctx_t *c, const pcl_plan_t *pla
                               sizeof(why));
     if (p->ew != 0) {
       p->stride = (uint32_t)sizeof(pcl_kew_t);
-      pcl_exec_ew_hints(ew, nb, p->ew_hint);
       *image = (uint8_t *)ew;
       return ncclSuccess;
     }
@@ -567,10 +565,6 @@ ncclResult_t pcl_exec_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
   k.nranks = (uint32_t)c->cfg.nranks;
   k.pkt = (uint8_t)pkt;
   k.redop = (uint8_t)a->op;
-  if (p->ew)
-    memset(k.ew_hint, 0xff, sizeof(k.ew_hint)); /* PCL_KEW_HINT_NONE */
-  if (p->ew && pcl_param_ew_prefetch())
-    memcpy(k.ew_hint, p->ew_hint, sizeof(k.ew_hint));
   if (a->op == ncclAvg && p->shape.has_reduce) {
     /* The simulator's avg, inside the same kernel: the rank's result region, scaled once the
      * plan ran with sum (reduce: only the root's). */

@@ -61,11 +61,6 @@ int pcl_exec_mark_fused(pcl_kblock_t *blocks, int nblocks);
 int pcl_exec_ew_build(const pcl_kblock_t *blocks, int nblocks, uint64_t scratch,
                       uint64_t scratch_half, pcl_kew_t *ew, char *why, size_t why_len);
 
-/* The kernel-argument copy of where the first PCL_KEW_HINTS blocks of an EW program read S
- * (pcl_kargs_t.ew_hint): PCL_KEW_HINT_NONE for blocks beyond nblocks, idle blocks and blocks
- * without S. */
-void pcl_exec_ew_hints(const pcl_kew_t *ew, int nblocks, uint32_t hint[PCL_KEW_HINTS][2]);
-
 /* Packs blocks[0 .. nblocks) as the kernel expects them (kernel_abi.h, the packed program) into
  * out, which holds nblocks * pcl_exec_pack_stride(blocks, nblocks) bytes. */
 uint32_t pcl_exec_pack_stride(const pcl_kblock_t *blocks, int nblocks);

@@ -322,15 +322,3 @@ int pcl_exec_ew_build(const pcl_kblock_t *blocks, int nblocks, uint64_t scratch,
   }
   return most <= 2 ? 2 : most <= 4 ? 4 : 8;
 }
-
-void pcl_exec_ew_hints(const pcl_kew_t *ew, int nblocks, uint32_t hint[PCL_KEW_HINTS][2]) {
-  for (int b = 0; b < PCL_KEW_HINTS; b++) {
-    hint[b][0] = hint[b][1] = PCL_KEW_HINT_NONE;
-    if (b >= nblocks || ew[b].bytes == 0 || ew[b].s_off >= 1u << 31)
-      continue;
-    if (ew[b].s_kind != PCL_KBUF_INPUT && ew[b].s_kind != PCL_KBUF_OUTPUT)
-      continue;
-    hint[b][0] = ew[b].s_off | (ew[b].s_kind == PCL_KBUF_OUTPUT ? 1u << 31 : 0u);
-    hint[b][1] = ew[b].bytes;
-  }
-}

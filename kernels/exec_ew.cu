@@ -116,16 +116,6 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS, 1)
     pcl_kexec_ew(const __grid_constant__ pcl_kargs_t a) {
   static_assert(NT <= PCL_KEW_MAX, "the descriptor holds PCL_KEW_MAX entries");
   PCL_KPROF_ENTRY;
-  /* This thread's first word of S into L1 before anything else: its address comes from the
-   * arguments, so the fetch overlaps the flag slot's and the descriptor's; the put loop's first
-   * load then hits L1 instead of waiting one more memory round trip after the descriptor. */
-  if (blockIdx.x < PCL_KEW_HINTS && a.ew_hint[blockIdx.x][0] != PCL_KEW_HINT_NONE) {
-    const uint32_t h = a.ew_hint[blockIdx.x][0], w = a.pkt == PCL_KPKT_LL16 ? 8u : 4u;
-    if (threadIdx.x * w < a.ew_hint[blockIdx.x][1]) {
-      const char *p = (const char *)(uintptr_t)(h >> 31 ? a.out : a.in) + (h & 0x7fffffffu);
-      asm volatile("prefetch.global.L1 [%0];" ::"l"(p + threadIdx.x * w));
-    }
-  }
   const pcl_kew_t *d = (const pcl_kew_t *)a.blocks + blockIdx.x;
   const uint64_t f64 =
       *(volatile const uint64_t *)&a.state->flag[blockIdx.x % PCL_KABI_FLAG_SLOTS] + 1;

@@ -243,8 +243,6 @@ static inline PCL_KABI_HD void pcl_kpack_offsets(const pcl_kblock_t *hdr, uint32
  * Addresses of packets are absolute, per scratch parity ([j][0] even flags, [j][1] odd). */
 #define PCL_KEW_MAX 8 /* puts and terms of one block (8 ranks: 7 peers + own slot) */
 #define PCL_KEW_NONE 0xffu
-#define PCL_KEW_HINTS 8 /* blocks whose S the kernel arguments name (pcl_kargs_t.ew_hint) */
-#define PCL_KEW_HINT_NONE 0xffffffffu
 typedef struct PCL_KABI_ALIGN(16) {
   uint32_t bytes;    /* payload bytes of every range; 0: the block only keeps the flag protocol */
   uint32_t s_off;    /* S: byte offset in the buffer s_kind names */
@@ -342,13 +340,8 @@ typedef struct PCL_KABI_ALIGN(16) {
   uint8_t pkt;        /* pcl_kpkt_t */
   uint8_t redop;      /* pcl_kredop_t (kernels.h) */
   uint16_t stride;    /* bytes between packed blocks (multiple of 16) */
-  /* EW kernels: where block b < PCL_KEW_HINTS reads S, known at launch so that the block can
-   * prefetch its first words while its flag slot and descriptor are still in flight (the
-   * hand-written kernel's overlap: its input address needs no load). {s_off | (S is the
-   * output) << 31, bytes}, or PCL_KEW_HINT_NONE. A hint only: results never depend on it. */
-  uint32_t ew_hint[PCL_KEW_HINTS][2];
 } pcl_kargs_t;
-PCL_KABI_ASSERT(sizeof(pcl_kargs_t) == 176, "kernel args layout");
+PCL_KABI_ASSERT(sizeof(pcl_kargs_t) == 112, "kernel args layout");
 
 #ifdef __cplusplus
 }

@@ -38,7 +38,7 @@ START_TEST(test_abi_sizes) {
   ck_assert_uint_eq(sizeof(pcl_ll8_packet_t), 8);
   ck_assert_uint_le(sizeof(pcl_kblock_t), 16 * 1024);
   ck_assert_uint_eq(sizeof(pcl_kblock_t) % 16, 0);
-  ck_assert_uint_eq(sizeof(pcl_kargs_t), 176);
+  ck_assert_uint_eq(sizeof(pcl_kargs_t), 112);
 }
 END_TEST
 
@@ -324,23 +324,11 @@ START_TEST(test_ew_two_rank) {
   ck_assert_int_eq(pcl_exec_ew_build(&k, 1, 0x200000, 0x400, &ew, why, sizeof(why)), 2);
   ck_assert_uint_eq(ew.put[0][0], 0x100000 + 1024);
   ck_assert_uint_eq(ew.term[1][0], 0x200000 + 4096);
-  /* what the kernel arguments carry for the prefetch: block 0's S, nothing for the rest */
-  uint32_t hint[PCL_KEW_HINTS][2];
-  pcl_exec_ew_hints(&ew, 1, hint);
-  ck_assert_uint_eq(hint[0][0], ew.s_off);
-  ck_assert_uint_eq(hint[0][1], 1024);
-  ck_assert_uint_eq(hint[1][0], PCL_KEW_HINT_NONE);
-  ew.s_kind = PCL_KBUF_OUTPUT;
-  ew.s_off = 64;
-  pcl_exec_ew_hints(&ew, 1, hint);
-  ck_assert_uint_eq(hint[0][0], 64u | 1u << 31);
   /* an idle block (the rank has none there) only keeps the flag protocol */
   memset(&k, 0, sizeof(k));
   ck_assert_int_eq(pcl_exec_ew_build(&k, 1, 0, 0, &ew, why, sizeof(why)), 2);
   ck_assert_uint_eq(ew.bytes, 0);
   ck_assert_uint_eq(ew.nput + ew.nterm, 0);
-  pcl_exec_ew_hints(&ew, 1, hint);
-  ck_assert_uint_eq(hint[0][0], PCL_KEW_HINT_NONE);
 }
 END_TEST
 
