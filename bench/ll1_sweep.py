@@ -17,17 +17,21 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "plans", "dsl"))
 sys.dont_write_bytecode = True
-import pclgen  # noqa: E402
+from algorithms import allreduce_ll1  # noqa: E402
+from planccl_dsl import render  # noqa: E402
+
+KIB = 1 << 10
 
 SIZES = "1K 2K 4K 8K 16K 32K 64K 128K 256K 512K".split()
 
 
-def write_variant(d, blocks, threads, hi=64 * pclgen.KIB):
+def write_variant(d, blocks, threads, hi=64 * KIB):
     for inplace in (True, False):
-        name = "allreduce_2gpu_ll1_b%dt%d_%s" % (blocks, threads, pclgen.kind(inplace))
-        p = pclgen.allreduce_ll1(2, inplace, blocks, threads, 16, hi, 1, name)
+        name = "allreduce_2gpu_ll1_b%dt%d_%s" % (blocks, threads,
+                                                  "inplace" if inplace else "outofplace")
+        p = allreduce_ll1.build(2, inplace, blocks, threads, 16, hi, name, priority=1).compile()
         with open(os.path.join(d, name + ".json"), "w") as f:
-            f.write(pclgen.render(p))
+            f.write(render(p))
 
 
 def bench(plan_dir, lo, hi):
