@@ -48,6 +48,11 @@ RS_LL_2GPU = dict(blocks=8, threads=512, lo=32, hi=256 * KIB)
 # Several nodes (port channels between them): N nodes x G GPUs.
 HIER_AR = [(2, 2), (2, 4), (2, 8), (4, 2)]
 MN_AG_RS = [(2, 1), (2, 2), (2, 4), (2, 8)]
+# Reduce-scatter across nodes sends every chunk straight to its owner; at 2 x 4 on one GPU
+# (emulated hosts, port channels over TCP) its calls stall for seconds (timeouts at 3 s in most
+# runs, at 10 s once in 400 cases) while the simulator passes it: not shipped beyond 2 x 2 until
+# that is understood.
+MN_RS = [(2, 1), (2, 2)]
 MN = dict(blocks=8, threads=512, hi=1 * MIB)
 
 
@@ -128,9 +133,27 @@ def new_plans():
             yield _plan("extra/allgather/%dx%dgpu_ll_%s.json" % (nodes, g, k),
                         allgather_mn_ll.build, "allgather_%dx%dgpu_ll_%s" % (nodes, g, k),
                         nodes, g, ip, lo=16 * n, **MN)
-            yield _plan("extra/reducescatter/%dx%dgpu_ll_%s.json" % (nodes, g, k),
-                        reducescatter_mn_ll.build, "reducescatter_%dx%dgpu_ll_%s" %
-                        (nodes, g, k), nodes, g, ip, lo=16 * n, **MN)
+            if (nodes, g) in MN_RS:
+                yield _plan("extra/reducescatter/%dx%dgpu_ll_%s.json" % (nodes, g, k),
+                            reducescatter_mn_ll.build, "reducescatter_%dx%dgpu_ll_%s" %
+                            (nodes, g, k), nodes, g, ip, lo=16 * n, **MN)
+
+
+def on_disk(root):
+    """Every plan file under root's default (<collective>/) and opt-in (extra/<collective>/)
+    sets, as paths relative to root."""
+    found = set()
+    for base in (root, os.path.join(root, "extra")):
+        if not os.path.isdir(base):
+            continue
+        for coll in sorted(os.listdir(base)):
+            d = os.path.join(base, coll)
+            if coll in ("dsl", "extra") or not os.path.isdir(d):
+                continue
+            for f in os.listdir(d):
+                if f.endswith(".json"):
+                    found.add(os.path.relpath(os.path.join(d, f), root))
+    return found
 
 
 def main(argv):
@@ -139,7 +162,9 @@ def main(argv):
     ap.add_argument("--out", default=ROOT, help="write under this directory instead of plans/")
     args = ap.parse_args(argv)
     stale = []
+    made = set()
     for rel, make in plans():
+        made.add(rel)
         text = render(make(True).compile())
         path = os.path.join(args.out, rel)
         if args.check:
@@ -154,6 +179,13 @@ def main(argv):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:
             f.write(text)
+    # A plan file the DSL no longer writes would still be installed and loaded: --check names
+    # it, a write removes it.
+    for rel in sorted(on_disk(args.out) - made):
+        if args.check:
+            stale.append(rel + " (not written by the DSL)")
+        else:
+            os.remove(os.path.join(args.out, rel))
     if stale:
         print("plans differ from the DSL (run python3 plans/dsl/generate.py):")
         for rel in stale:
