@@ -6,6 +6,11 @@
 #include "exec.h"
 #include "log.h"
 
+/* Every op the validator accepts fits the interpreter's handlers. */
+_Static_assert(PCL_PLAN_MAX_OP_BUFS <= PCL_KABI_MAX_OP_REFS, "plan refs per op side > kernel's");
+_Static_assert(PCL_PLAN_MAX_OP_CHANNELS <= PCL_KABI_MAX_OP_IDS, "plan channel ids > kernel's");
+_Static_assert(PCL_PLAN_MAX_OP_SEMS <= PCL_KABI_MAX_OP_IDS, "plan semaphore ids > kernel's");
+
 /* Kernel op of each plan op (common/ops.def); -1 where the kernel has none. */
 #define PCL_KOPOF_K(id) PCL_KOP_##id
 #define PCL_KOPOF_X(id) -1

@@ -16,12 +16,14 @@
   64 /* flattened: a pipeline op and each of its inner ops count 1 */
 #define PCL_PLAN_MAX_BLOCK_CHANNELS 16 /* per channel type (memory, port, switch) per block */
 #define PCL_PLAN_MAX_BLOCK_RBUFS 16    /* remote-buffer slots per access type per block */
-#define PCL_PLAN_MAX_OP_CHANNELS 8     /* channel_ids per op */
-#define PCL_PLAN_MAX_OP_LOCAL_BUFS                                                                 \
-  2                                   /* nominal local refs per side (MSCCL++'s split; only        \
-                                         the total PCL_PLAN_MAX_OP_BUFS is enforced, since         \
-                                         reduce-packet ops read 1 + (n-1) local slots) */
-#define PCL_PLAN_MAX_OP_REMOTE_BUFS 8 /* remote (or switch) buffer refs per op side */
+#define PCL_PLAN_MAX_OP_CHANNELS 16    /* channel_ids per op (a port op: one per dst_buff entry) */
+/* Nominal local refs per side (MSCCL++'s split): only the total PCL_PLAN_MAX_OP_BUFS is
+ * enforced, since reduce-packet ops read 1 + (n-1) local slots. */
+#define PCL_PLAN_MAX_OP_LOCAL_BUFS 2
+/* Remote (or switch) buffer refs per op side: 2 + 14 = 16 refs, what the interpreter's handlers
+ * take per side (kernel_abi.h, PCL_KABI_MAX_OP_REFS); MSCCL++'s 2 x 8-GPU packet reduce-scatter
+ * reads 14 scratch slots in one op. */
+#define PCL_PLAN_MAX_OP_REMOTE_BUFS 14
 #define PCL_PLAN_MAX_OP_BUFS (PCL_PLAN_MAX_OP_LOCAL_BUFS + PCL_PLAN_MAX_OP_REMOTE_BUFS)
 #define PCL_PLAN_MAX_BARRIERS 16             /* barrier_id in [0, 16) */
 #define PCL_PLAN_MAX_OP_SEMS 16              /* semaphore_ids per op */

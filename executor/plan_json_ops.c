@@ -87,8 +87,8 @@ static ncclResult_t conv_refs(pcl_plan_conv_t *v, yajl_val o, const char *key, p
     if (refs[i].kind != PCL_PLAN_REF_LOCAL)
       nremote++;
     pcl_plan_path_pop(c, p1);
-    /* Only the total (10 per side) is a hard device limit; MSCCL++ nominally splits it 2 local
-     * + 8 channel refs, but reduce-packet ops legitimately read 1 + (n-1) local scratch slots. */
+    /* The total per side (PCL_PLAN_MAX_OP_BUFS) is the device limit; remote refs are capped
+     * apart, since reduce-packet ops legitimately read 1 + (n-1) local scratch slots. */
     if (nremote > PCL_PLAN_MAX_OP_REMOTE_BUFS)
       return pcl_plan_fail(c, NULL, "more than %d remote buffer references",
                            PCL_PLAN_MAX_OP_REMOTE_BUFS);

@@ -11,7 +11,7 @@
 #include "packet.cuh"
 #include "reduce.cuh"
 
-#define PCL_KMAX_SIDE 16 /* refs per op side the handlers accept (the plan allows 2 + 8) */
+#define PCL_KMAX_SIDE PCL_KABI_MAX_OP_REFS /* refs per op side the handlers accept */
 
 /* Block-uniform call context, in shared memory. */
 typedef struct {

@@ -24,6 +24,7 @@ extern "C" {
 #define PCL_KABI_MAX_PORTCHANS 16   /* port-channel slots per block */
 #define PCL_KABI_MAX_REMOTES 16     /* remote-buffer slots per block */
 #define PCL_KABI_MAX_OP_IDS 16      /* channel slots / semaphore ids of one op */
+#define PCL_KABI_MAX_OP_REFS 16     /* buffer refs per op side the interpreter's handlers take */
 #define PCL_KABI_MAX_BARRIERS 16    /* grid barrier ids per plan */
 #define PCL_KABI_LL_MAX_SRC 9       /* LL fast path: sources of one packet op (1 + 8 peers) */
 #define PCL_KABI_LL_MAX_THREADS 512 /* LL fast path: threads per block (128 registers each) */

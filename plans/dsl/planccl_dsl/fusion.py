@@ -8,6 +8,8 @@
 #   port put + signal -> pws; pws + flush -> pwsf
 #   same op twice (ppkt, put, get, rppkt, signal, wait, flush, sem ops, nop; a re / repkt /
 #   rre that goes on from the previous one's result) -> one op with more operands.
+# MSCCL++'s executor limits, below planccl's own (14 remote, 16 per side, 16 channels): plans the
+# DSL writes stay loadable by both.
 MAX_REMOTE, MAX_SIDE, MAX_CHANS = 8, 10, 8
 
 
