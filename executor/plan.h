@@ -79,10 +79,12 @@ typedef enum {
 
 /* What the op table (common/ops.def) says of each op; the validator, the simulator and the
  * program builder read it instead of listing ops themselves. */
-#define PCL_OPF_SYNC 1u /* signal / wait / flush on channels */
-#define PCL_OPF_PKT 2u  /* reads or writes LL packets in scratch (needs protocol LL) */
-#define PCL_OPF_RED 4u  /* carries a reduction */
-#define PCL_OPF_NVLS 8u /* NVLink multicast: refused by the validator */
+#define PCL_OPF_SYNC 1u     /* signal / wait / flush on channels */
+#define PCL_OPF_PKT 2u      /* reads or writes LL packets in scratch (needs protocol LL) */
+#define PCL_OPF_RED 4u      /* carries a reduction */
+#define PCL_OPF_NVLS 8u     /* NVLink multicast: refused by the validator */
+#define PCL_OPF_SIGNALS 16u /* signals its channels' peers (signal, rlxsignal, pws, pwsf) */
+#define PCL_OPF_WAITS 32u   /* waits for its channels' peers' signals (wait, rlxwait) */
 #define PCL_OPCH_MEM (1u << PCL_PLAN_CHAN_MEMORY)
 #define PCL_OPCH_PORT (1u << PCL_PLAN_CHAN_PORT)
 #define PCL_OPCH_ANY (PCL_OPCH_MEM | PCL_OPCH_PORT)

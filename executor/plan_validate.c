@@ -591,9 +591,8 @@ static ncclResult_t check_signal_wait(pcl_plan_t *p, pcl_plan_ctx_t *c) {
           }
           continue;
         }
-        int is_sig = op->type == PCL_PLAN_OP_SIGNAL || op->type == PCL_PLAN_OP_RLXSIGNAL ||
-                     op->type == PCL_PLAN_OP_PWS || op->type == PCL_PLAN_OP_PWSF;
-        int is_wait = op->type == PCL_PLAN_OP_WAIT || op->type == PCL_PLAN_OP_RLXWAIT;
+        int is_sig = (pcl_plan_ops[op->type].flags & PCL_OPF_SIGNALS) != 0;
+        int is_wait = (pcl_plan_ops[op->type].flags & PCL_OPF_WAITS) != 0;
         int t = op->channel_type;
         if ((!is_sig && !is_wait) || (t != PCL_PLAN_CHAN_MEMORY && t != PCL_PLAN_CHAN_PORT))
           continue;

@@ -337,8 +337,7 @@ static int cmd_dot(const char *file) {
                 }
             }
         }
-        int sig = op->type == PCL_PLAN_OP_SIGNAL || op->type == PCL_PLAN_OP_RLXSIGNAL ||
-                  op->type == PCL_PLAN_OP_PWS || op->type == PCL_PLAN_OP_PWSF;
+        int sig = (pcl_plan_ops[op->type].flags & PCL_OPF_SIGNALS) != 0;
         if (!sig || op->channel_type > PCL_PLAN_CHAN_PORT)
           continue;
         for (int c = 0; c < op->n_channels; c++) {
@@ -350,7 +349,7 @@ static int cmd_dot(const char *file) {
           for (int pb = 0; pb < pg->n_blocks; pb++)
             for (int pf = 0; pf < pg->blocks[pb].n_ops; pf++) {
               const pcl_plan_op_t *wt = &pg->blocks[pb].ops[pf];
-              if ((wt->type != PCL_PLAN_OP_WAIT && wt->type != PCL_PLAN_OP_RLXWAIT) ||
+              if (!(pcl_plan_ops[wt->type].flags & PCL_OPF_WAITS) ||
                   wt->channel_type != op->channel_type)
                 continue;
               for (int wc = 0; wc < wt->n_channels; wc++)
