@@ -139,35 +139,6 @@ def new_plans():
                             (nodes, g, k), nodes, g, ip, lo=16 * n, **MN)
 
 
-def _runnable(plan, msg):
-    """The executor's layout rule: every gpu's input and output bytes split into equal chunks
-    that are multiples of buffer_alignment."""
-    n, al = len(plan["gpus"]), plan.get("buffer_alignment", 16)
-    coll = plan["collective"]
-    in_b = msg // n if coll == "allgather" else msg
-    out_b = msg // n if coll == "reducescatter" else msg
-    if (coll in ("allgather", "reducescatter")) and msg % n:
-        return False
-    for g in plan["gpus"]:
-        for b, c in ((in_b, g["input_chunks"]), (out_b, g["output_chunks"])):
-            if c and b % (al * c):
-                return False
-    return True
-
-
-def smallest_runnable_min(plan):
-    """A min_message_size below the plan's smallest runnable size (the Simple plans split every
-    buffer in n chunks of 16-byte units) raised to it, so that the range starts with a size the
-    plan runs. Ranges that start higher (one block shape taking over from another) stay."""
-    lo, hi = plan["min_message_size"], plan["max_message_size"]
-    g = 1
-    while g <= hi and not _runnable(plan, g):
-        g += 1
-    if lo < g <= hi:
-        plan["min_message_size"] = g
-    return plan
-
-
 def on_disk(root):
     """Every plan file under root's default (<collective>/) and opt-in (extra/<collective>/)
     sets, as paths relative to root."""
@@ -194,7 +165,7 @@ def main(argv):
     made = set()
     for rel, make in plans():
         made.add(rel)
-        text = render(smallest_runnable_min(make(True).compile()))
+        text = render(make(True).compile())
         path = os.path.join(args.out, rel)
         if args.check:
             try:

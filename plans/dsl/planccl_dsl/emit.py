@@ -115,7 +115,7 @@ def _op(prog, op, used, refs, rid):
 
 
 def plan(prog):
-    return {
+    return _smallest_runnable_min({
         "name": prog.name,
         "collective": prog.collective,
         "protocol": prog.protocol,
@@ -129,7 +129,36 @@ def plan(prog):
         "nranks_per_node": prog.nranks_per_node,
         "priority": prog.priority,
         "gpus": [_gpu(prog, r) for r in range(prog.nranks)],
-    }
+    })
+
+
+def _runnable(plan, msg):
+    """The executor's layout rule: every gpu's input and output bytes split into equal chunks
+    that are multiples of buffer_alignment."""
+    n, al = len(plan["gpus"]), plan.get("buffer_alignment", 16)
+    coll = plan["collective"]
+    in_b = msg // n if coll == "allgather" else msg
+    out_b = msg // n if coll == "reducescatter" else msg
+    if (coll in ("allgather", "reducescatter")) and msg % n:
+        return False
+    for g in plan["gpus"]:
+        for b, c in ((in_b, g["input_chunks"]), (out_b, g["output_chunks"])):
+            if c and b % (al * c):
+                return False
+    return True
+
+
+def _smallest_runnable_min(plan):
+    """A min_message_size below the plan's smallest runnable size (the Simple plans split every
+    buffer in n chunks of 16-byte units) raised to it, so that the range starts with a size the
+    plan runs. Ranges that start higher (one block shape taking over from another) stay."""
+    lo, hi = plan["min_message_size"], plan["max_message_size"]
+    g = 1
+    while g <= hi and not _runnable(plan, g):
+        g += 1
+    if lo < g <= hi:
+        plan["min_message_size"] = g
+    return plan
 
 
 def render(p):
