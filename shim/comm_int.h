@@ -30,14 +30,18 @@ struct pcl_comm_pcl {
   const pcl_registry_t *reg;
   struct pcl_kernel_caps caps;
   int rank, nranks, ranks_per_node, local_rank, cuda_dev;
+  int nnodes; /* hosts the ranks span */
+  int net;    /* pcl_transport_kind_t between hosts; 0 (NONE) on one host */
   size_t scratch_bytes;
 };
 
 /* Collective over `boot` (ownership passes to this function, whatever it returns): topology,
- * eligibility (one host, peer access everywhere, plans for this world), scratch, memory
- * channels and the executor context, with every rank agreeing through bootstrap allgathers.
- * Success with *out set: planned. Success with *out NULL: every rank runs pass-through and `why`
- * says why (boot was destroyed). Never leaves ranks disagreeing, barring a dead peer. */
+ * eligibility and layout (comm_layout.h: hosts grouped alike, peer access inside each host,
+ * plans for this shape, the transport between hosts), scratch, memory channels inside each host,
+ * port channels where plans use them, and the executor context, with every rank agreeing through
+ * bootstrap allgathers. Success with *out set: planned. Success with *out NULL: every rank runs
+ * pass-through and `why` says why (boot was destroyed). Never leaves ranks disagreeing, barring a
+ * dead peer. */
 ncclResult_t pcl_comm_res_create(pcl_bootstrap_t *boot, int cuda_dev, struct pcl_comm_pcl **out,
                                  char *why, size_t whylen);
 

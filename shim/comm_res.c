@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT
- * planccl's resources of one communicator: topology, eligibility, scratch buffer, memory channels
- * to every peer and the executor context. Built collectively; every decision that could differ
- * between ranks (a failed allocation, a different plan set) is agreed through a bootstrap
- * allgather, so either all ranks are planned or all run pass-through. */
+ * planccl's resources of one communicator: topology, eligibility and layout, scratch buffer,
+ * memory channels inside each host, port channels where plans use them, the executor context. Built
+ * collectively; every decision that could differ between ranks (a failed allocation, a different
+ * plan set) is agreed through a bootstrap allgather, so either all ranks are planned or all run
+ * pass-through. */
 #include <stdio.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "alloc.h"
 #include "comm_int.h"
+#include "comm_layout.h"
 #include "exec.h"
 #include "kernels.h"
 #include "log.h"
@@ -82,25 +84,18 @@ void pcl_comm_res_destroy(struct pcl_comm_pcl *p, int abort) {
 
 #define WHY(...) snprintf(why, whylen, __VA_ARGS__)
 
-/* Phase 1, from the shared topology and the registry only, so every rank reaches the same
- * verdict without talking: can this communicator run plans at all? 0 = yes, with the scratch
- * bytes its plans need. */
-static int check_eligible(struct pcl_comm_pcl *p, uint64_t *need, char *why, size_t whylen) {
-  if (pcl_topo_nnodes(p->topo) != 1) {
-    WHY("ranks on %d hosts (multi-node plans are not run yet)", pcl_topo_nnodes(p->topo));
+/* Phase 1, from the shared topology and the registry only (comm_layout.c), so every rank reaches
+ * the same verdict without talking. 0 = planccl can run, with the layout to build. */
+static int check_eligible(struct pcl_comm_pcl *p, pcl_comm_layout_t *l, char *why, size_t whylen) {
+  if (pcl_comm_layout_decide(p->topo, p->reg, pcl_param_net(), l, why, whylen) != ncclSuccess ||
+      !l->ok)
     return -1;
-  }
-  for (int a = 0; a < p->nranks; a++)
-    for (int b = 0; b < p->nranks; b++)
-      if (a != b && !pcl_topo_peer_access(p->topo, a, b)) {
-        WHY("no peer access from rank %d's GPU to rank %d's", a, b);
-        return -1;
-      }
-  *need = pcl_registry_max_scratch_bytes(p->reg, p->nranks, p->ranks_per_node, UINT64_MAX);
-  if (*need == 0) {
-    WHY("no plans for %d ranks with %d per node", p->nranks, p->ranks_per_node);
-    return -1;
-  }
+  p->nnodes = l->nnodes;
+  p->net = (int)l->net;
+  if (l->nnodes > 1 && p->rank == 0)
+    PCL_INFO(PCL_LOG_INIT | PCL_LOG_PORT,
+             "multi-node: %d hosts x %d ranks, port channels between hosts over %s (%s)", l->nnodes,
+             l->ranks_per_node, pcl_transport_name(l->net), l->net_why);
   return 0;
 }
 
@@ -127,36 +122,30 @@ static ncclResult_t alloc_scratch(struct pcl_comm_pcl *p, uint64_t need, int *go
   return ncclSuccess;
 }
 
-/* Phase 3: memory channels to every peer, and port channels (a proxy thread) when some
- * selectable plan uses them. Both are collective and agree on their own (all ranks succeed or
- * all fail), so a failure here is the same on every rank. 0 = done. */
-static int create_channels(struct pcl_comm_pcl *p, int *nmem, char *why, size_t whylen) {
+/* Phase 3: memory channels to the peers of the same host, and port channels (a proxy thread)
+ * when some selectable plan uses them: the copy engine inside a host, the layout's transport
+ * between hosts. Both are collective and agree on their own (all ranks succeed or all fail), so
+ * a failure here is the same on every rank. 0 = done. */
+static int create_channels(struct pcl_comm_pcl *p, const pcl_comm_layout_t *l, char *why,
+                           size_t whylen) {
   pcl_memchan_config_t mcfg;
   memset(&mcfg, 0, sizeof(mcfg));
   mcfg.cuda_dev = p->cuda_dev;
-  mcfg.nchannels = pcl_registry_max_channels_per_peer(p->reg, p->nranks, p->ranks_per_node,
-                                                      PCL_PLAN_CHAN_MEMORY, 1);
+  mcfg.nchannels = l->nmem;
+  mcfg.connect = l->mem_connect;
   mcfg.scratch = p->scratch->ptr;
   mcfg.scratch_bytes = p->scratch_bytes;
-  *nmem = mcfg.nchannels;
   if (pcl_memchan_create(p->boot, &mcfg, &p->memchan) != ncclSuccess) {
     p->memchan = NULL;
     WHY("memory channels could not be set up");
     return -1;
   }
-  int nport = pcl_registry_max_channels_per_peer(p->reg, p->nranks, p->ranks_per_node,
-                                                 PCL_PLAN_CHAN_PORT, 0);
-  if (nport > PCL_PORTCHAN_MAX_CHANNELS) {
-    WHY("plans open %d port channels to one peer (at most %d)", nport, PCL_PORTCHAN_MAX_CHANNELS);
-    return -1;
-  }
-  if (nport == 0)
+  if (l->nport == 0)
     return 0;
-  /* One host with peer access everywhere (check_eligible): the copy engine to every peer. */
   pcl_portchan_config_t pcfg = {.cuda_dev = p->cuda_dev,
                                 .bus_id = NULL,
-                                .nchannels = nport,
-                                .kind = NULL,
+                                .nchannels = l->nport,
+                                .kind = l->port_kind,
                                 .memchan = p->memchan,
                                 .scratch = p->scratch->ptr,
                                 .scratch_bytes = p->scratch_bytes};
@@ -165,7 +154,8 @@ static int create_channels(struct pcl_comm_pcl *p, int *nmem, char *why, size_t 
     pcfg.bus_id = me->bus_id;
   if (pcl_portchan_create(p->boot, &pcfg, &p->portchan) != ncclSuccess) {
     p->portchan = NULL;
-    WHY("port channels could not be set up");
+    WHY("port channels could not be set up (%s between hosts)",
+        p->nnodes > 1 ? pcl_transport_name((pcl_transport_kind_t)p->net) : "none");
     return -1;
   }
   return 0;
@@ -198,8 +188,9 @@ ncclResult_t pcl_comm_res_create(pcl_bootstrap_t *boot, int cuda_dev, struct pcl
                                  char *why, size_t whylen) {
   ncclResult_t res = ncclSuccess;
   struct pcl_comm_pcl *p = NULL;
-  uint64_t need = 0;
-  int go = 0, nmem = 0;
+  pcl_comm_layout_t layout;
+  int go = 0;
+  memset(&layout, 0, sizeof(layout));
   *out = NULL;
   why[0] = '\0';
   if (PCL_CALLOC(p, 1, "planccl comm part") == NULL) {
@@ -222,21 +213,22 @@ ncclResult_t pcl_comm_res_create(pcl_bootstrap_t *boot, int cuda_dev, struct pcl
   }
   p->ranks_per_node = pcl_topo_ranks_per_node(p->topo);
   p->local_rank = pcl_topo_local_rank(p->topo, p->rank);
-  if (check_eligible(p, &need, why, whylen) != 0)
+  if (check_eligible(p, &layout, why, whylen) != 0)
     goto passthrough;
-  PCL_CHECK_GOTO(alloc_scratch(p, need, &go, why, whylen), res, fail_comm);
-  if (!go || create_channels(p, &nmem, why, whylen) != 0)
+  PCL_CHECK_GOTO(alloc_scratch(p, layout.scratch_need, &go, why, whylen), res, fail_comm);
+  if (!go || create_channels(p, &layout, why, whylen) != 0)
     goto passthrough;
   PCL_CHECK_GOTO(create_executor(p, &go, why, whylen), res, fail_comm);
   if (!go)
     goto passthrough;
-  size_t chan_bytes = 2 * (size_t)p->nranks * (size_t)nmem * 8;
+  size_t chan_bytes = 2 * (size_t)p->nranks * (size_t)layout.nmem * 8;
   PCL_INFO(PCL_LOG_INIT | PCL_LOG_SHIM,
-           "rank %d/%d dev %d: planccl ready (%d ranks per node): GPU memory %.2f MiB (scratch "
-           "%.2f MiB, channels %zu B x %d per peer, executor state)",
-           p->rank, p->nranks, cuda_dev, p->ranks_per_node,
+           "rank %d/%d dev %d: planccl ready (%d hosts x %d ranks, %d port channels per peer): "
+           "GPU memory %.2f MiB (scratch %.2f MiB, channels %zu B x %d per peer, executor state)",
+           p->rank, p->nranks, cuda_dev, p->nnodes, p->ranks_per_node, layout.nport,
            (double)(p->scratch_bytes + chan_bytes) / 1048576.0,
-           (double)p->scratch_bytes / 1048576.0, chan_bytes, nmem);
+           (double)p->scratch_bytes / 1048576.0, chan_bytes, layout.nmem);
+  pcl_comm_layout_free(&layout);
   *out = p;
   return ncclSuccess;
 
@@ -244,6 +236,7 @@ fail_comm:
   /* A bootstrap step failed: peers see the same failure (closed sockets, timeouts). */
   WHY("bootstrap agreement failed (%s)", ncclGetErrorString(res));
 passthrough:
+  pcl_comm_layout_free(&layout);
   pcl_comm_res_destroy(p, 0);
   return ncclSuccess;
 }

@@ -143,14 +143,11 @@ static void fill_access_row(pcl_topo_t *t) {
   }
 }
 
-ncclResult_t pcl_topo_create(pcl_bootstrap_t *b, int cuda_dev, pcl_topo_t **out) {
-  ncclResult_t res = ncclSuccess;
+static pcl_topo_t *topo_alloc(int rank, int n) {
   pcl_topo_t *t = NULL;
-  int n = pcl_bootstrap_nranks(b), r = pcl_bootstrap_rank(b);
-  PCL_CALLOC(t, 1, "topo");
-  if (t == NULL)
-    return ncclSystemError;
-  t->rank = r;
+  if (PCL_CALLOC(t, 1, "topo") == NULL)
+    return NULL;
+  t->rank = rank;
   t->nranks = n;
   PCL_CALLOC(t->ranks, (size_t)n, "topo ranks");
   PCL_CALLOC(t->node, (size_t)n, "topo nodes");
@@ -158,18 +155,17 @@ ncclResult_t pcl_topo_create(pcl_bootstrap_t *b, int cuda_dev, pcl_topo_t **out)
   PCL_CALLOC(t->local_rank, (size_t)n, "topo local ranks");
   PCL_CALLOC(t->access, (size_t)n * (size_t)n, "topo access matrix");
   if (!t->ranks || !t->node || !t->node_nranks || !t->local_rank || !t->access) {
-    res = ncclSystemError;
-    goto err;
+    pcl_topo_destroy(t);
+    return NULL;
   }
-  pcl_topo_rank_t *me = &t->ranks[r];
-  me->host_hash = pcl_topo_local_host_hash();
-  me->proc_hash = proc_hash();
-  me->rank = r;
-  me->pid = (int32_t)getpid();
-  fill_gpu(me, cuda_dev);
-  me->ib_devices = (uint32_t)pcl_ib_device_count();
-  PCL_CHECK_GOTO(pcl_bootstrap_allgather(b, t->ranks, sizeof(pcl_topo_rank_t)), res, err);
-  /* Nodes in order of first appearance; local rank = position among the node's ranks. */
+  return t;
+}
+
+/* Nodes in order of first appearance; local rank = position among the node's ranks. A function
+ * of the gathered records alone, so every rank derives the same numbering. */
+static void derive_nodes(pcl_topo_t *t) {
+  int n = t->nranks;
+  t->nnodes = 0;
   for (int i = 0; i < n; i++) {
     int nd = -1;
     for (int j = 0; j < i && nd < 0; j++)
@@ -189,6 +185,23 @@ ncclResult_t pcl_topo_create(pcl_bootstrap_t *b, int cuda_dev, pcl_topo_t **out)
     t->local_rank[i] = lr;
     t->node_nranks[i] = cnt;
   }
+}
+
+ncclResult_t pcl_topo_create(pcl_bootstrap_t *b, int cuda_dev, pcl_topo_t **out) {
+  ncclResult_t res = ncclSuccess;
+  int n = pcl_bootstrap_nranks(b), r = pcl_bootstrap_rank(b);
+  pcl_topo_t *t = topo_alloc(r, n);
+  if (t == NULL)
+    return ncclSystemError;
+  pcl_topo_rank_t *me = &t->ranks[r];
+  me->host_hash = pcl_topo_local_host_hash();
+  me->proc_hash = proc_hash();
+  me->rank = r;
+  me->pid = (int32_t)getpid();
+  fill_gpu(me, cuda_dev);
+  me->ib_devices = (uint32_t)pcl_ib_device_count();
+  PCL_CHECK_GOTO(pcl_bootstrap_allgather(b, t->ranks, sizeof(pcl_topo_rank_t)), res, err);
+  derive_nodes(t);
   fill_access_row(t);
   /* Row i of the matrix is an n-byte slot of the all-gather. */
   PCL_CHECK_GOTO(pcl_bootstrap_allgather(b, t->access, (size_t)n), res, err);
@@ -200,6 +213,24 @@ ncclResult_t pcl_topo_create(pcl_bootstrap_t *b, int cuda_dev, pcl_topo_t **out)
 err:
   pcl_topo_destroy(t);
   return res;
+}
+
+ncclResult_t pcl_topo_create_from(int rank, int nranks, const pcl_topo_rank_t *ranks,
+                                  const uint8_t *access, pcl_topo_t **out) {
+  *out = NULL;
+  if (nranks < 1 || rank < 0 || rank >= nranks || ranks == NULL) {
+    PCL_WARN(PCL_LOG_TOPO, "topo: rank %d of %d records is not a topology", rank, nranks);
+    return ncclInvalidArgument;
+  }
+  pcl_topo_t *t = topo_alloc(rank, nranks);
+  if (t == NULL)
+    return ncclSystemError;
+  memcpy(t->ranks, ranks, sizeof(*ranks) * (size_t)nranks);
+  if (access != NULL)
+    memcpy(t->access, access, (size_t)nranks * (size_t)nranks);
+  derive_nodes(t);
+  *out = t;
+  return ncclSuccess;
 }
 
 void pcl_topo_destroy(pcl_topo_t *t) {

@@ -31,6 +31,11 @@ typedef struct pcl_topo pcl_topo_t;
 /* Collective over b. cuda_dev < 0 (or no usable GPU/driver) means "no GPU" for this rank. */
 ncclResult_t pcl_topo_create(pcl_bootstrap_t *b, int cuda_dev, pcl_topo_t **out);
 void pcl_topo_destroy(pcl_topo_t *t); /* NULL ok */
+/* Local: the picture `rank` would hold after pcl_topo_create, from every rank's record and the
+ * nranks x nranks access matrix (access[a * nranks + b]; NULL = no peer access anywhere). For
+ * tests and tools that decide from recorded or made-up topologies. */
+ncclResult_t pcl_topo_create_from(int rank, int nranks, const pcl_topo_rank_t *ranks,
+                                  const uint8_t *access, pcl_topo_t **out);
 
 int pcl_topo_rank(const pcl_topo_t *t);
 int pcl_topo_nranks(const pcl_topo_t *t);

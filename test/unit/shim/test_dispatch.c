@@ -387,6 +387,7 @@ START_TEST(test_group_queue_order) {
 END_TEST
 
 TCase *dispatch_tcase_plans_search(void); /* test_plans_search.c */
+TCase *dispatch_tcase_comm_layout(void);  /* test_comm_layout.c */
 
 int main(void) {
   Suite *s = suite_create("dispatch");
@@ -398,5 +399,6 @@ int main(void) {
   tcase_add_test(tc, test_group_queue_order);
   suite_add_tcase(s, tc);
   suite_add_tcase(s, dispatch_tcase_plans_search());
+  suite_add_tcase(s, dispatch_tcase_comm_layout());
   return pcl_test_run_suite(s);
 }
