@@ -8,8 +8,8 @@ Standard library only. Run on a 2-GPU machine after scripts/gpu_check.sh built b
     python3 bench/ll1_sweep.py [--variants 1x256,1x512,2x512,4x512,8x512] [--min 1K --max 64K]
 """
 import argparse
+import csv
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -22,6 +22,7 @@ from planccl_dsl import render  # noqa: E402
 
 KIB = 1 << 10
 
+KIB, MIB = 1 << 10, 1 << 20
 SIZES = "1K 2K 4K 8K 16K 32K 64K 128K 256K 512K".split()
 
 
@@ -34,19 +35,32 @@ def write_variant(d, blocks, threads, hi=64 * KIB):
             f.write(render(p))
 
 
+def size_label(n):
+    for unit, mult in (("M", MIB), ("K", KIB)):
+        if n >= mult and n % mult == 0:
+            return "%d%s" % (n // mult, unit)
+    return str(n)
+
+
 def bench(plan_dir, lo, hi):
+    """{size label: (eager us, graph us, wrong elements, path)} from planccl-bench's CSV."""
     env = dict(os.environ, PLANCCL_PLAN_DIR=plan_dir, NCCL_NVLS_ENABLE="0")
     exe = os.path.join(ROOT, "build-gpu", "install", "bin", "planccl-bench")
     lib = os.path.join(ROOT, "build-gpu", "install", "lib", "libplanccl.so")
-    cmd = [exe, "--coll", "allreduce", "-b", lo, "-e", hi, "-f", "2", "-g", "2",
-           "--repeat", "3", "--lib", "planccl=" + lib]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240).stdout
+    csv_path = os.path.join(plan_dir, "bench.csv")
+    cmd = [exe, "--coll", "allreduce", "-b", lo, "-e", hi, "-f", "2", "-g", "2", "--place", "out",
+           "--repeat", "3", "--lib", "planccl=" + lib, "--csv", csv_path]
+    subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     rows = {}
-    for line in out.splitlines():
-        m = re.match(r"\s+(\d+[KM]?)\s+([\d.]+)\s+([\d.-]+)\s+(\d+)\s+(\S+)", line)
-        if m:
-            rows[m.group(1)] = (m.group(2), m.group(3), m.group(4), m.group(5))
-    return rows
+    if not os.path.exists(csv_path):
+        return rows
+    with open(csv_path) as f:
+        for r in csv.DictReader(f):
+            cell = rows.setdefault(size_label(int(r["bytes"])), {"wrong": 0, "path": r["path"]})
+            cell[r["mode"]] = r["time_us"]
+            cell["wrong"] += int(r["wrong"])
+    return {k: (v.get("eager", "-"), v.get("graph", "-"), str(v["wrong"]), v["path"])
+            for k, v in rows.items()}
 
 
 def main():
@@ -60,7 +74,7 @@ def main():
     for v in a.variants.split(","):
         blocks, threads = (int(x) for x in v.split("x"))
         d = tempfile.mkdtemp(prefix="ll1_%s_" % v, dir=a.out)
-        hi = int(a.max[:-1]) * {"K": pclgen.KIB, "M": pclgen.MIB}[a.max[-1]]
+        hi = int(a.max[:-1]) * {"K": KIB, "M": MIB}[a.max[-1]]
         write_variant(d, blocks, threads, hi)
         results[v] = bench(d, a.min, a.max)
     print("one-phase LL allreduce, planccl-bench us per call, eager / graph (wrong, path)")

@@ -4,7 +4,7 @@
 
 PCL_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-PCL_PACKAGES="cmake make gcc pkg-config libyajl-dev check libsubunit-dev libibverbs-dev python3 iproute2 clang clang-format"
+PCL_PACKAGES="cmake make gcc pkg-config libyajl-dev check libsubunit-dev libibverbs-dev python3 python3-matplotlib iproute2 clang clang-format"
 
 pcl_log() { printf '== %s\n' "$*"; }
 
