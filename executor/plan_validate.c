@@ -127,24 +127,31 @@ static ncclResult_t no_channel_ids(vctx_t *v) {
   return pcl_plan_fail(v->c, "channel_ids", "op '%s' takes no channel_ids", v->name);
 }
 
-/* Port data ops: thread i drives channel_ids[i] with dst_buff[i]; the two must name the same
- * peer. */
-static ncclResult_t port_pairs(vctx_t *v) {
+/* Port data ops: thread i drives channel_ids[i] with dst_buff[first + i]; the two must name the
+ * same peer. first is 0 except for a port recspkt, whose dst_buff[0..1] are local (the result
+ * and its packet copy, which the proxy then sends to dst_buff[2..]). */
+static ncclResult_t port_pairs(vctx_t *v, int first) {
   const pcl_plan_op_t *op = v->op;
-  if (op->n_channels != op->n_dst)
+  if (first && op->n_channels != op->n_dst - first)
+    return pcl_plan_fail(v->c, "channel_ids",
+                         "port op '%s' needs one channel per dst_buff entry from "
+                         "dst_buff[%d] on (%d channels, %d such dst)",
+                         v->name, first, op->n_channels, op->n_dst - first);
+  if (!first && op->n_channels != op->n_dst)
     return pcl_plan_fail(v->c, "channel_ids",
                          "port op '%s' needs one channel per dst_buff entry "
                          "(%d channels, %d dst)",
                          v->name, op->n_channels, op->n_dst);
-  for (int i = 0; i < op->n_dst; i++) {
+  for (int i = 0; i < op->n_channels; i++) {
     int peer = v->gpu->channels[PCL_PLAN_CHAN_PORT][op->gpu_channels[i]].peer;
-    if (op->dst[i].kind == PCL_PLAN_REF_REMOTE && op->dst[i].rank != peer) {
+    const pcl_plan_ref_t *d = &op->dst[first + i];
+    if (d->kind == PCL_PLAN_REF_REMOTE && d->rank != peer) {
       char key[32];
-      snprintf(key, sizeof(key), "dst_buff[%d]", i);
+      snprintf(key, sizeof(key), "dst_buff[%d]", first + i);
       return pcl_plan_fail(v->c, key,
                            "remote buffer of rank %d written through port channel "
                            "slot %d, which connects to rank %d",
-                           op->dst[i].rank, op->channels[i], peer);
+                           d->rank, op->channels[i], peer);
     }
   }
   return ncclSuccess;
@@ -310,7 +317,13 @@ static ncclResult_t check_op_shape(vctx_t *v) {
   TRY(check_op_refs(v));
   if (d->ids == PCL_OPIDS_PORT && op->channel_type == PCL_PLAN_CHAN_PORT) {
     TRY(want_channel_ids(v, 1));
-    TRY(port_pairs(v));
+    TRY(port_pairs(v, 0));
+  }
+  /* Port recspkt (exec_ops.cuh): the block reduces into dst_buff[0] and the packet copy
+   * dst_buff[1], then thread j hands dst_buff[1] -> dst_buff[2 + j] to channel_ids[j]. */
+  if (op->type == PCL_PLAN_OP_RECSPKT && op->channel_type == PCL_PLAN_CHAN_PORT) {
+    TRY(want_channel_ids(v, 1));
+    TRY(port_pairs(v, 2));
   }
   return equal_sizes(v);
 }

@@ -13,8 +13,8 @@ sys.path.insert(0, HERE)
 from planccl_dsl import render  # noqa: E402
 from algorithms import (allgather_ll, allgather_mn_ll, allgather_simple,  # noqa: E402
                         allreduce_hier_ll, allreduce_ll1, allreduce_ll2, allreduce_simple,
-                        allreduce_zero_copy,
-                        broadcast, reducescatter_ll, reducescatter_mn_ll, reducescatter_simple)
+                        allreduce_zero_copy, broadcast, reducescatter_hier_ll, reducescatter_ll,
+                        reducescatter_mn_ll, reducescatter_simple)
 
 KIB, MIB = 1 << 10, 1 << 20
 ROOT = os.path.dirname(HERE)
@@ -53,6 +53,10 @@ MN_AG_RS = [(2, 1), (2, 2), (2, 4), (2, 8)]
 # runs, at 10 s once in 400 cases) while the simulator passes it: not shipped beyond 2 x 2 until
 # that is understood.
 MN_RS = [(2, 1), (2, 2)]
+# The hierarchical reduce-scatter instead: one node partial per remote node crosses the network
+# (a port recspkt each), so a rank drives nodes - 1 port channels, as the hierarchical allreduce
+# and the multi-node allgather that run on that bed do, not gpus x (nodes - 1).
+HIER_RS = [(2, 2), (2, 4), (2, 8), (4, 2)]
 MN = dict(blocks=8, threads=512, hi=1 * MIB)
 
 
@@ -128,6 +132,11 @@ def new_plans():
             yield _plan("extra/allreduce/%dx%dgpu_hier_ll_%s.json" % (nodes, g, k),
                         allreduce_hier_ll.build, "allreduce_%dx%dgpu_hier_ll_%s" % (nodes, g, k),
                         nodes, g, ip, lo=16 * g, **MN)
+        for nodes, g in HIER_RS:
+            yield _plan("extra/reducescatter/%dx%dgpu_hier_ll_%s.json" % (nodes, g, k),
+                        reducescatter_hier_ll.build,
+                        "reducescatter_%dx%dgpu_hier_ll_%s" % (nodes, g, k), nodes, g, ip,
+                        lo=16 * nodes * g, **MN)
         for nodes, g in MN_AG_RS:
             n = nodes * g
             yield _plan("extra/allgather/%dx%dgpu_ll_%s.json" % (nodes, g, k),

@@ -6,13 +6,16 @@ from planccl_dsl import Program
 from .common import memory_channels, ring_order, slot
 
 
-def build(nodes, gpus, inplace, blocks, threads, lo, hi, name, priority=0, fuse=True):
+def build(nodes, gpus, inplace, blocks, threads, lo, hi, name, priority=0, fuse=True,
+          fuse_port_reduce=False):
     """Local rank j owns chunk j: the node reduces it at rank j (reduce-scatter), rank j swaps
     node partials with rank j of every other node, adds them up in node order (the same bits on
-    every node) and sends the result to its local peers (all-gather)."""
+    every node) and sends the result to its local peers (all-gather). fuse_port_reduce is off by
+    default: these plans ran bit for bit on a GPU as a recpkt then a port put, before the port
+    recspkt (the fused form) ever ran there."""
     p = Program(name, "allreduce", nodes * gpus, ranks_per_node=gpus, chunks=gpus,
                 inplace=inplace, threads=threads, min_bytes=lo, max_bytes=hi, priority=priority,
-                fuse=fuse)
+                fuse=fuse, fuse_port_reduce=fuse_port_reduce)
     tbs = p.group(range(blocks))
     # Scratch: [0, G-1) local peers' parts of my chunk, then one partial per node (packets; my
     # own node's too), then the local peers' final chunks.

@@ -9,7 +9,7 @@ from .program import REDUCE_NAMES
 KINDS = ("memory", "port")
 BUF_ORDER = "ios"
 CHANNEL_IDS = {"signal", "rlxsignal", "wait", "rlxwait", "flush"}
-PORT_DATA = {"put", "pws", "pwsf", "ppkt", "rppkt"}
+PORT_DATA = {"put", "pws", "pwsf", "ppkt", "rppkt", "recspkt"}  # channel_ids: the remote dsts
 
 
 def _all_ops(ops):

@@ -3,7 +3,8 @@
 # two that the executor would otherwise run back to back (fewer ops, one pass over the data).
 #
 # Rules:
-#   repkt + cpkt -> recpkt; recpkt + ppkt / rppkt -> recspkt (the seed's three rules)
+#   repkt + cpkt -> recpkt; recpkt + ppkt / rppkt -> recspkt (the seed's three rules; over a
+#   port channel too when the put sends the packet copy, planccl's port recspkt)
 #   repkt + ppkt -> respkt; re + put -> res; rre + put -> rres (memory channels)
 #   port put + signal -> pws; pws + flush -> pwsf
 #   same op twice (ppkt, put, get, rppkt, signal, wait, flush, sem ops, nop; a re / repkt /
@@ -46,8 +47,8 @@ def _disjoint(a, b):
     return not {id(c) for c in a.chans} & {id(c) for c in b.chans}
 
 
-def fuse_pair(a, b):
-    """The fused op of a then b, or None."""
+def fuse_pair(a, b, port_reduce=True):
+    """The fused op of a then b, or None. port_reduce: may fuse into a port recspkt."""
     if not _same_place(a, b) or a.name == "pipeline" or b.name == "pipeline":
         return None
     na, nb = a.name, b.name
@@ -92,7 +93,7 @@ def fuse_pair(a, b):
     if na == "repkt" and nb == "cpkt" and len(a.dsts) == 1 and \
             _key(b.srcs[0]) == _key(a.dsts[0]):
         return _new(a, "recpkt", a.srcs, a.dsts + b.dsts, a.chans, b)
-    if na in ("recpkt", "recspkt") and b.ctype == "memory" and \
+    if na in ("recpkt", "recspkt") and b.ctype == "memory" and a.ctype in (None, "memory") and \
             ((nb == "ppkt" and all(_key(s) == _key(a.dsts[0]) for s in b.srcs)) or
              (nb == "rppkt" and _key(b.srcs[0]) == _key(a.dsts[1]))):
         dsts = a.dsts + b.dsts
@@ -100,6 +101,17 @@ def fuse_pair(a, b):
             return None
         o = _new(a, "recspkt", a.srcs, dsts, a.chans + b.chans, b)
         o.ctype = "memory"
+        return o
+    # Port: the proxy can only ship the packet copy dst[1] (the kernel's port recspkt puts it to
+    # dst[2 + j] through channel j after a __syncthreads), so b must send exactly that range.
+    if port_reduce and na in ("recpkt", "recspkt") and b.ctype == "port" and \
+            a.ctype in (None, "port") and nb in ("ppkt", "rppkt") and _disjoint(a, b) and \
+            all(_key(s) == _key(a.dsts[1]) for s in b.srcs):
+        dsts, chans = a.dsts + b.dsts, a.chans + b.chans
+        if not _fits(a.srcs, dsts, chans):
+            return None
+        o = _new(a, "recspkt", a.srcs, dsts, chans, b)
+        o.ctype = "port"
         return o
     # Reduce then send the result.
     if na in ("repkt", "respkt") and nb == "ppkt" and b.ctype == "memory" and \
@@ -131,14 +143,14 @@ def fuse_pair(a, b):
     return None
 
 
-def fuse_ops(ops):
+def fuse_ops(ops, port_reduce=True):
     out = []
     for op in ops:
         if op.name == "pipeline":
             op = op.clone()
-            op.body = fuse_ops(op.body)
+            op.body = fuse_ops(op.body, port_reduce)
         if out:
-            f = fuse_pair(out[-1], op)
+            f = fuse_pair(out[-1], op, port_reduce)
             if f is not None:
                 out[-1] = f
                 continue
@@ -149,4 +161,4 @@ def fuse_ops(ops):
 def run(prog):
     for r in range(prog.nranks):
         for tb in prog.blocks[r]:
-            prog.blocks[r][tb] = fuse_ops(prog.blocks[r][tb])
+            prog.blocks[r][tb] = fuse_ops(prog.blocks[r][tb], prog.fuse_port_reduce)

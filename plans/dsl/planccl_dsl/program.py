@@ -373,7 +373,7 @@ class Program:
     def __init__(self, name, collective, nranks, *, ranks_per_node=None, protocol=LL,
                  inplace=False, instances=1, min_bytes=0, max_bytes=(1 << 64) - 1, threads=1024,
                  chunks=1, scratch_chunks=None, double_scratch=None, alignment=16, priority=0,
-                 reduce_op=None, fuse=True, reuse_resources=False):
+                 reduce_op=None, fuse=True, fuse_port_reduce=True, reuse_resources=False):
         w = caller()
         if collective not in COLLECTIVES:
             raise DslError(w, "unknown collective %r" % collective)
@@ -390,6 +390,9 @@ class Program:
         self.min_bytes, self.max_bytes, self.threads = min_bytes, max_bytes, threads
         self.alignment, self.priority, self.reduce_op = alignment, priority, reduce_op
         self.fuse, self.reuse_resources = fuse, reuse_resources
+        # False: a reduction is not fused with the port put of its result (port recspkt); for
+        # plans kept identical to ones that ran on GPUs before port recspkt had.
+        self.fuse_port_reduce = fuse_port_reduce
         self.double_scratch = protocol == LL if double_scratch is None else double_scratch
         self.chunks = chunks
         ic, oc = chunks, chunks

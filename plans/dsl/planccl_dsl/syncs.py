@@ -21,7 +21,8 @@ def _ew(op):
 
 
 def _full(op):
-    return op.name in FULL or (op.ctype == "port" and op.name in PORT_OPS)
+    # A port recspkt syncs the block after its reduction, before the proxy push.
+    return op.name in FULL or (op.ctype == "port" and op.name in PORT_OPS | {"recspkt"})
 
 
 def accesses(prog, op):
@@ -32,7 +33,9 @@ def accesses(prog, op):
     ew = _ew(op)
     out = [(span(prog, op, s), "r", ew) for s in op.srcs]
     if not (op.ctype == "port" and op.name == "rppkt"):
-        out += [(span(prog, op, d), "w", ew) for d in op.dsts]
+        # Port recspkt: the block writes dst[0..1]; the proxy writes the remote rest.
+        dsts = op.dsts[:2] if op.ctype == "port" and op.name == "recspkt" else op.dsts
+        out += [(span(prog, op, d), "w", ew) for d in dsts]
     return out
 
 

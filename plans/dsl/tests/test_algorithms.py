@@ -11,7 +11,7 @@ import helpers
 from planccl_dsl import op_count
 from algorithms import (allgather_ll, allgather_mn_ll, allgather_simple, allreduce_hier_ll,
                         allreduce_ll1, allreduce_ll2, allreduce_simple, allreduce_zero_copy,
-                        broadcast,
+                        broadcast, reducescatter_hier_ll,
                         reducescatter_ll, reducescatter_mn_ll, reducescatter_simple)
 
 SMALL = dict(threads=256, lo=16, hi=1 << 20)
@@ -45,6 +45,8 @@ ALGORITHMS = [
      lambda ip, f: allgather_mn_ll.build(2, 4, ip, 2, name="t", fuse=f, **SMALL)),
     ("reducescatter_mn_2x4",
      lambda ip, f: reducescatter_mn_ll.build(2, 4, ip, 2, name="t", fuse=f, **SMALL)),
+    ("reducescatter_hier_4x2",
+     lambda ip, f: reducescatter_hier_ll.build(4, 2, ip, 2, name="t", fuse=f, **SMALL)),
 ]
 # Nothing to fuse: one peer, one packet send and one reduction per block.
 NOTHING_TO_FUSE = {"allreduce_ll1_2"}

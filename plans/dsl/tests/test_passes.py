@@ -217,6 +217,30 @@ class Passes(unittest.TestCase):
         self.assertEqual(len(op["dst_buff"]), 4)  # result, packet copy, 2 peers
         self.assertLess(op_count(fused), op_count(unfused))
 
+    def _port_rules(self, fuse, forward):
+        # 2 nodes x 1: reduce the peer's packets, copy the result as packets, ship the copy
+        # through the port channel (put_packets or read_put_packets of that very range).
+        p = Program("t", "allreduce", 2, ranks_per_node=1, fuse=fuse)
+        for r in p.ranks:
+            q = p.ranks[1 - r.id]
+            c = p.channel(r.id, q.id, PORT)
+            r.copy_packets(r.scratch[0], r.input[0], 0)
+            c.put_packets(q.scratch[1], r.scratch[0], 0)
+            r.reduce_packets(r.output[0], r.input[0], [r.scratch[1]], 0)
+            r.copy_packets(r.scratch[2], r.output[0], 0)
+            (c.read_put_packets if forward else c.put_packets)(q.scratch[3], r.scratch[2], 0)
+        return p.compile()
+
+    def test_port_reduce_copy_send(self):
+        for forward in (False, True):
+            fused, unfused = self._port_rules(True, forward), self._port_rules(False, forward)
+            self.assertEqual(ops_of(unfused)[-3:], ["repkt", "cpkt", "rppkt" if forward
+                                                    else "ppkt"])
+            self.assertEqual(ops_of(fused)[-1], "recspkt")
+            op = fused["gpus"][0]["threadblocks"][0]["ops"][-1]
+            self.assertEqual((op["channel_type"], op["channel_ids"]), ("port", [0]))
+            self.assertEqual([len(op["src_buff"]), len(op["dst_buff"])], [2, 3])
+
     def test_reduce_send_packets(self):
         p, a, b, ab, ba = two()
         ba.put_packets(a.scratch[0], b.input[0], 0)

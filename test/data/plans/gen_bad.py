@@ -129,6 +129,14 @@ p = base(G.ar2_simple); ops(p)[2]["name"] = "pws"
 add("pws_on_memory_channel", p, "gpus[0].threadblocks[0].ops[2].channel_type: op 'pws' needs channel_type port, got memory")
 p = base(G.ag2_port); del ops(p)[3]["channel_ids"]
 add("port_put_without_channels", p, "gpus[0].threadblocks[0].ops[3].channel_ids: op 'pws' needs channel_ids")
+# The kernel's proxy puts dst_buff[2 + j] for channel_ids[j] only: a remote dst without its own
+# channel would never be sent.
+p = base(G.ar2_port_recspkt); ops(p)[3]["dst_buff"].append(G.R(0, 3))
+add("port_recspkt_remote_without_channel", p, "gpus[0].threadblocks[0].ops[3].channel_ids: port op 'recspkt' needs one channel per dst_buff entry from dst_buff[2] on (1 channels, 2 such dst)")
+p = base(G.ar2_port_recspkt); ops(p)[3]["dst_buff"][1] = G.R(0, 2); ops(p)[3]["dst_buff"].pop()
+add("port_recspkt_without_local_copy", p, "gpus[0].threadblocks[0].ops[3].dst_buff: op 'recspkt' needs at least 3 dst_buff entries, got 2")
+p = base(G.ar2_port_recspkt); ops(p)[3]["dst_buff"][1] = G.R(0, 2)
+add("port_recspkt_remote_copy", p, "gpus[0].threadblocks[0].ops[3].dst_buff[1]: op 'recspkt' needs a local buffer here (packet copy of the result), got a remote reference")
 p = base(G.ar2_pipeline_sem); del ops(p, 0, 0)[2]["iter_context"]
 add("pipeline_without_iter_context", p, "gpus[0].threadblocks[0].ops[2].iter_context: pipeline op needs iter_context")
 p = base(G.ar2_pipeline_sem); ops(p, 0, 0)[2]["ops"].append(copy.deepcopy(ops(p, 0, 0)[2]))

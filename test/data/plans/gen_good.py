@@ -398,12 +398,36 @@ def mn_ag_2x2():
                       [tb(0, ops, mem=[0], port=[0], rmem=[0], rport=[1])]))
     return plan("test_mn_ag_2x2", "allgather", "Simple", False, gs, nranks_per_node=2)
 
+def port_recspkt(base, name, k):
+    # base() with its ops k (recpkt: result dst[0], packet copy dst[1]) and k + 1 (port rppkt of
+    # that copy) fused into one port recspkt on every rank: the block reduces into dst[0..1],
+    # then the proxy puts dst[1]'s packets to dst_buff[2 + j] through channel_ids[j] (the
+    # kernel syncs the block before the FIFO push; dst[0..1] take no channel).
+    p = base()
+    p["name"] = name
+    for g in p["gpus"]:
+        ops = g["threadblocks"][0]["ops"]
+        rec, fwd = ops[k], ops[k + 1]
+        ops[k:k + 2] = [op("recspkt", channel_type="port", channel_ids=fwd["channel_ids"],
+                           src_buff=rec["src_buff"], dst_buff=rec["dst_buff"] + fwd["dst_buff"])]
+    return p
+
+def ar2_port_recspkt():
+    # ar2_port_rppkt with recpkt + rppkt as one port recspkt: o[r] and slot 2, then q's slot 3.
+    return port_recspkt(ar2_port_rppkt, "test_ar2_port_recspkt", 3)
+
+def mn_ar_2x2_recspkt():
+    # mn_ar_2x2 likewise: i[j] (host partial) and slot 1, then x's slot 2; the block holds a
+    # memory and a port channel, the recspkt's remote ref is a port slot.
+    return port_recspkt(mn_ar_2x2, "test_mn_ar_2x2_recspkt", 1)
+
 ALL = {"ar2_ll": ar2_ll, "ar4_ll": ar4_ll, "ag4_ll": ag4_ll, "ar2_simple": ar2_simple,
        "ar2_pipeline_sem": ar2_pipeline_sem, "ag2_port": ag2_port, "ag2_port_ll": ag2_port_ll,
        "ar2_ll_recpkt": ar2_ll_recpkt, "ar4_ll_recspkt": ar4_ll_recspkt,
        "ar2_simple_barrier_tbg": ar2_simple_barrier_tbg, "rs2_ll": rs2_ll,
        "ar2_port_rppkt": ar2_port_rppkt, "ag2_port_put_signal": ag2_port_put_signal,
-       "mn_ar_2x1": mn_ar_2x1, "mn_ar_2x2": mn_ar_2x2, "mn_ag_2x2": mn_ag_2x2}
+       "mn_ar_2x1": mn_ar_2x1, "mn_ar_2x2": mn_ar_2x2, "mn_ag_2x2": mn_ag_2x2,
+       "ar2_port_recspkt": ar2_port_recspkt, "mn_ar_2x2_recspkt": mn_ar_2x2_recspkt}
 
 if __name__ == "__main__":
     import sys

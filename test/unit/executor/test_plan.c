@@ -418,6 +418,27 @@ START_TEST(test_names) {
 }
 END_TEST
 
+/* A port recspkt: dst_buff[0..1] local (result, packet copy), one channel per remote dst from
+ * dst_buff[2] on (the kernel's proxy puts dst_buff[1] there), every dst from [1] in packets. */
+START_TEST(test_port_recspkt) {
+  pcl_plan_t *p = load_ok("good/ar2_port_recspkt.json");
+  for (int r = 0; r < 2; r++) {
+    const pcl_plan_op_t *op = &p->gpus[r].blocks[0].ops[3];
+    ck_assert_int_eq(op->type, PCL_PLAN_OP_RECSPKT);
+    ck_assert_int_eq(op->channel_type, PCL_PLAN_CHAN_PORT);
+    ck_assert_int_eq(op->n_channels, 1);
+    ck_assert_int_eq(op->n_dst, 3);
+    ck_assert_int_eq(op->dst[1].kind, PCL_PLAN_REF_LOCAL);
+    ck_assert_int_eq(op->dst[2].kind, PCL_PLAN_REF_REMOTE);
+    ck_assert_int_eq(op->dst[2].rank, 1 - r);
+    ck_assert(!pcl_plan_operand_is_packet(op, 1, 0));
+    ck_assert(pcl_plan_operand_is_packet(op, 1, 1) && pcl_plan_operand_is_packet(op, 1, 2));
+  }
+  pcl_plan_destroy(p);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 /* Truncating every good plan at many points must never crash or leak. */
 /* An explicit reduce_op binds the plan to that op; none means the call's op. */
 START_TEST(test_accepts_op) {
@@ -482,6 +503,7 @@ int main(void) {
   tcase_add_test(tc, test_truncated_plans);
   tcase_add_test(tc, test_accepts_op);
   tcase_add_test(tc, test_text_errors);
+  tcase_add_test(tc, test_port_recspkt);
   suite_add_tcase(s, tc);
   return pcl_test_run_suite(s);
 }
