@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # Installs what is missing, builds planccl, and runs every test this machine can run: unit and
 # multi-process tests everywhere, GPU tests where GPUs exist (they exit 77 = skipped elsewhere),
-# then the sanitizer build of the unit tests and a bounded fuzzing run of the plan loader.
+# then every CPU suite again under AddressSanitizer + UBSan, the threaded code's suites under
+# ThreadSanitizer, and a bounded fuzzing run of every libFuzzer target.
 set -euo pipefail
 source "$(dirname "$0")/scripts/common.sh"
 cd "$PCL_ROOT"
@@ -40,10 +41,21 @@ if [ "${PCL_SKIP_SANITIZE:-0}" != 1 ]; then
   count build-asan/ctest.log
 fi
 
+if [ "${PCL_SKIP_TSAN:-0}" != 1 ]; then
+  # The suites of planccl's own threads (bootstrap, junk connections, proxy, group, the handle
+  # cache); test_bootstrap's forking cases are built but left out (label notsan).
+  pcl_log "ThreadSanitizer build of the threaded code's tests"
+  mkdir -p build-tsan
+  PCL_BUILD_TARGET=pcl_tsan_tests pcl_build build-tsan -DPCL_TSAN=ON -DCMAKE_BUILD_TYPE=Debug
+  (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    ctest --output-on-failure -j "$(nproc)" -L tsan -LE notsan) 2>&1 | tee build-tsan/ctest.log || status=1
+  count build-tsan/ctest.log
+fi
+
 if [ "${PCL_SKIP_FUZZ:-0}" != 1 ] && [ -x test/fuzz/run.sh ]; then
   pcl_log "fuzzing"
   if test/fuzz/run.sh >build/fuzz.log 2>&1; then
-    passed=$((passed + 1)); tail -3 build/fuzz.log
+    passed=$((passed + 1)); tail -5 build/fuzz.log
   else
     failed=$((failed + 1)); status=1; tail -40 build/fuzz.log
   fi

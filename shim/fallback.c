@@ -37,6 +37,23 @@ static void *self_base;
 static void *real_base;   /* load address of the real library */
 static int real_not_deep; /* the real library was already loaded without RTLD_DEEPBIND */
 
+/* The sanitizer runtimes refuse RTLD_DEEPBIND (their interceptors must bind first). A sanitizer
+ * build binds the real library the ordinary way and relies on the path a real library loaded
+ * before planccl takes anyway: its calls to its own public names reach planccl with real
+ * handles, which are forwarded back (pcl_fallback_called_by_real). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define PCL_SANITIZED_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define PCL_SANITIZED_BUILD 1
+#endif
+#endif
+#ifdef PCL_SANITIZED_BUILD
+#define PCL_DLOPEN_DEEP 0
+#else
+#define PCL_DLOPEN_DEEP RTLD_DEEPBIND
+#endif
+
 struct candidates {
   char paths[64][PATH_MAX];
   int n;
@@ -206,7 +223,7 @@ static int try_open(const char *path, int explicit) {
    * preloaded under its own soname) keeps its global binding: dlopen returns that object and
    * its calls to its own public names land in planccl. comm.c then maps those real handles back. */
   void *pre = dlopen(rp, RTLD_NOW | RTLD_NOLOAD);
-  real_not_deep = pre != NULL;
+  real_not_deep = pre != NULL || PCL_DLOPEN_DEEP == 0;
   if (pre != NULL) {
     PCL_INFO(PCL_LOG_SHIM,
              "real NCCL %s was already loaded without RTLD_DEEPBIND; its internal "
@@ -214,7 +231,7 @@ static int try_open(const char *path, int explicit) {
              rp);
     dlclose(pre);
   }
-  void *h = dlopen(rp, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+  void *h = dlopen(rp, RTLD_NOW | RTLD_LOCAL | PCL_DLOPEN_DEEP);
   if (h == NULL) {
     const char *err = dlerror();
     if (explicit)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
+#include "pcl_abort.h"
 #include "alloc.h"
 #include "comm_int.h"
 #include "exec.h"
@@ -355,7 +356,7 @@ static ncclResult_t teardown(const char *fn, ncclComm_t comm, int abort, const v
   if (c != NULL) {
     /* A setup still bootstrapping gives up (it polls the flag); then planccl's part goes:
      * destroy waits for this device's queued work, abort first stops our kernels. */
-    c->abort_flag = 1;
+    pcl_abort_set(&c->abort_flag);
     pcl_setup_join(c, 1);
     pcl_stats_print(c);
     mine = c->pcl;

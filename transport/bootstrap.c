@@ -63,15 +63,27 @@ int pcl_bootstrap_nranks(const pcl_bootstrap_t *b) {
 static ncclResult_t file_conn(pcl_bootstrap_t *b, int fd, const pcl_boot_hello_t *h) {
   if (h->kind != HELLO_P2P || h->rank < 0 || h->rank >= b->nranks || h->nranks != b->nranks ||
       b->recv_fd[h->rank] >= 0) {
-    PCL_WARN(PCL_LOG_BOOT,
-             "bootstrap rank %d: dropped an unexpected connection (kind %u, rank %d "
-             "of %d)",
-             b->rank, h->kind, h->rank, h->nranks);
+    pcl_boot_acceptor_drop(&b->acc, PCL_BOOT_DROP_UNEXPECTED, "kind %u, rank %d of %d", h->kind,
+                           h->rank, h->nranks);
     close(fd);
     return ncclSuccess;
   }
   b->recv_fd[h->rank] = fd;
   return ncclSuccess;
+}
+
+/* Files the connections that arrived since the last look. Called by the ring collectives, so that
+ * while the ranks only use the ring, junk does not pile up in the listen queue (where it would
+ * stall a later peer's connect once the queue is full). */
+static ncclResult_t drain(pcl_bootstrap_t *b) {
+  for (;;) {
+    int fd;
+    pcl_boot_hello_t h;
+    PCL_CHECK(pcl_boot_acceptor_poll(&b->acc, &fd, &h));
+    if (fd < 0)
+      return ncclSuccess;
+    PCL_CHECK(file_conn(b, fd, &h));
+  }
 }
 
 static ncclResult_t hello_send(pcl_bootstrap_t *b, int fd, uint32_t kind,
@@ -136,6 +148,42 @@ static ncclResult_t connect_ring(pcl_bootstrap_t *b, const pcl_sockaddr_t *next)
   return ncclSuccess;
 }
 
+pcl_boot_acceptor_t *pcl_boot_rank_acceptor(pcl_bootstrap_t *b) {
+  return &b->acc;
+}
+
+const pcl_sockaddr_t *pcl_boot_rank_listen_addr(const pcl_bootstrap_t *b) {
+  return &b->listen_addr;
+}
+
+ncclResult_t pcl_boot_rank_alloc(uint64_t magic, int rank, int nranks,
+                                 volatile uint32_t *abort_flag, pcl_bootstrap_t **out) {
+  pcl_bootstrap_t *b = NULL;
+  *out = NULL;
+  PCL_CALLOC(b, 1, "bootstrap");
+  if (b == NULL)
+    return ncclSystemError;
+  b->magic = magic;
+  b->rank = rank;
+  b->nranks = nranks;
+  b->abort_flag = abort_flag;
+  b->listen_fd = b->ring_send_fd = b->ring_recv_fd = -1;
+  b->acc.listen_fd = -1;
+  b->acc.magic = magic;
+  snprintf(b->acc.who, sizeof(b->acc.who), "bootstrap rank %d/%d", rank, nranks);
+  PCL_CALLOC(b->peer_addrs, (size_t)nranks, "bootstrap peer addresses");
+  PCL_CALLOC(b->send_fd, (size_t)nranks, "bootstrap send fds");
+  PCL_CALLOC(b->recv_fd, (size_t)nranks, "bootstrap recv fds");
+  if (b->peer_addrs == NULL || b->send_fd == NULL || b->recv_fd == NULL) {
+    pcl_bootstrap_destroy(b);
+    return ncclSystemError;
+  }
+  for (int i = 0; i < nranks; i++)
+    b->send_fd[i] = b->recv_fd[i] = -1;
+  *out = b;
+  return ncclSuccess;
+}
+
 ncclResult_t pcl_bootstrap_create(const pcl_bootstrap_handle_t *handle, int rank, int nranks,
                                   volatile uint32_t *abort_flag, pcl_bootstrap_t **out) {
   ncclResult_t res = ncclSuccess;
@@ -147,27 +195,10 @@ ncclResult_t pcl_bootstrap_create(const pcl_bootstrap_handle_t *handle, int rank
              pcl_bootstrap_handle_valid(handle) ? "ok" : "invalid");
     return ncclInvalidArgument;
   }
-  PCL_CALLOC(b, 1, "bootstrap");
-  if (b == NULL)
-    return ncclSystemError;
-  b->magic = handle->magic;
-  b->rank = rank;
-  b->nranks = nranks;
-  b->abort_flag = abort_flag;
-  b->listen_fd = b->ring_send_fd = b->ring_recv_fd = -1;
-  PCL_CALLOC(b->peer_addrs, (size_t)nranks, "bootstrap peer addresses");
-  PCL_CALLOC(b->send_fd, (size_t)nranks, "bootstrap send fds");
-  PCL_CALLOC(b->recv_fd, (size_t)nranks, "bootstrap recv fds");
-  if (b->peer_addrs == NULL || b->send_fd == NULL || b->recv_fd == NULL) {
-    res = ncclSystemError;
-    goto err;
-  }
-  for (int i = 0; i < nranks; i++)
-    b->send_fd[i] = b->recv_fd[i] = -1;
+  PCL_CHECK(pcl_boot_rank_alloc(handle->magic, rank, nranks, abort_flag, &b));
   PCL_CHECK_GOTO(pcl_socket_find_interface(ifname, sizeof(ifname), &local), res, err);
   PCL_CHECK_GOTO(pcl_socket_listen(&local, &b->listen_fd, &b->listen_addr), res, err);
   b->acc.listen_fd = b->listen_fd;
-  b->acc.magic = b->magic;
   PCL_CHECK_GOTO(meet_root(b, handle, &next), res, err);
   if (nranks > 1)
     PCL_CHECK_GOTO(connect_ring(b, &next), res, err);
@@ -209,6 +240,7 @@ void pcl_bootstrap_destroy(pcl_bootstrap_t *b) {
 ncclResult_t pcl_bootstrap_allgather(pcl_bootstrap_t *b, void *all, size_t s) {
   int n = b->nranks, prv = (b->rank + n - 1) % n;
   char *base = all;
+  PCL_CHECK(drain(b));
   for (int i = 0; i < n - 1; i++) {
     int sslot = (b->rank - i + n) % n, rslot = (b->rank - i - 1 + n) % n;
     pcl_socket_wait_t w = step(b, "allgather step %d/%d, waiting for rank %d", i + 1, n - 1, prv);
@@ -226,6 +258,7 @@ ncclResult_t pcl_bootstrap_bcast(pcl_bootstrap_t *b, void *buf, size_t bytes, in
   }
   if (n == 1 || bytes == 0)
     return ncclSuccess;
+  PCL_CHECK(drain(b));
   int nxt = (b->rank + 1) % n, prv = (b->rank + n - 1) % n;
   if (b->rank != root) {
     pcl_socket_wait_t w = step(b, "bcast from rank %d, waiting for rank %d", root, prv);
@@ -251,7 +284,7 @@ ncclResult_t pcl_bootstrap_barrier(pcl_bootstrap_t *b) {
 
 /* ---- tagged point-to-point ---- */
 
-static ncclResult_t enqueue(pcl_bootstrap_t *b, int peer, int tag, size_t bytes, msg_t **out) {
+static ncclResult_t msg_new(int peer, int tag, size_t bytes, msg_t **out) {
   msg_t *m;
   PCL_CALLOC(m, 1, "bootstrap message");
   if (m == NULL)
@@ -264,13 +297,17 @@ static ncclResult_t enqueue(pcl_bootstrap_t *b, int peer, int tag, size_t bytes,
   m->peer = peer;
   m->tag = tag;
   m->bytes = bytes;
+  *out = m;
+  return ncclSuccess;
+}
+
+/* Queued only once complete: a message cut short by a failed receive must not match later. */
+static void enqueue(pcl_bootstrap_t *b, msg_t *m) {
   if (b->uq_tail != NULL)
     b->uq_tail->next = m;
   else
     b->uq_head = m;
   b->uq_tail = m;
-  *out = m;
-  return ncclSuccess;
 }
 
 static ncclResult_t p2p_send(pcl_bootstrap_t *b, int peer, int tag, const void *buf, size_t bytes) {
@@ -278,11 +315,17 @@ static ncclResult_t p2p_send(pcl_bootstrap_t *b, int peer, int tag, const void *
     PCL_WARN(PCL_LOG_BOOT, "bootstrap send: peer %d out of range (%d ranks)", peer, b->nranks);
     return ncclInvalidArgument;
   }
+  if (bytes > PCL_BOOT_MAX_MSG_BYTES) {
+    PCL_WARN(PCL_LOG_BOOT, "bootstrap send: %zu bytes to rank %d exceed the limit of %u", bytes,
+             peer, PCL_BOOT_MAX_MSG_BYTES);
+    return ncclInvalidArgument;
+  }
   if (peer == b->rank) { /* to self: straight into the unexpected queue */
     msg_t *m;
-    PCL_CHECK(enqueue(b, peer, tag, bytes, &m));
+    PCL_CHECK(msg_new(peer, tag, bytes, &m));
     if (bytes)
       memcpy(m->data, buf, bytes);
+    enqueue(b, m);
     return ncclSuccess;
   }
   pcl_socket_wait_t w = step(b, "send to rank %d (tag %d)", peer, tag);
@@ -366,9 +409,27 @@ static ncclResult_t p2p_recv(pcl_bootstrap_t *b, int peer, int tag, void *buf, s
       }
       return pcl_socket_recv(b->recv_fd[peer], buf, bytes, &w);
     }
-    msg_t *m;
-    PCL_CHECK(enqueue(b, peer, hdr.tag, hdr.bytes, &m));
-    PCL_CHECK(pcl_socket_recv(b->recv_fd[peer], m->data, hdr.bytes, &w));
+    if (hdr.bytes > PCL_BOOT_MAX_MSG_BYTES) {
+      PCL_WARN(PCL_LOG_BOOT,
+               "bootstrap rank %d: message from rank %d (tag %d) announces %llu bytes, over the "
+               "limit of %u; connection closed",
+               b->rank, peer, hdr.tag, (unsigned long long)hdr.bytes, PCL_BOOT_MAX_MSG_BYTES);
+      pcl_socket_close(&b->recv_fd[peer]);
+      return ncclRemoteError;
+    }
+    msg_t *m = NULL;
+    ncclResult_t res = msg_new(peer, hdr.tag, (size_t)hdr.bytes, &m);
+    if (res == ncclSuccess)
+      res = pcl_socket_recv(b->recv_fd[peer], m->data, hdr.bytes, &w);
+    if (res != ncclSuccess) {
+      if (m != NULL) {
+        pcl_free(m->data);
+        pcl_free(m);
+      }
+      pcl_socket_close(&b->recv_fd[peer]); /* the stream cannot be resynchronised */
+      return res;
+    }
+    enqueue(b, m);
   }
 }
 

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -21,13 +22,80 @@
 
 /* ---- acceptor ---- */
 
+static const char *const drop_names[PCL_BOOT_DROP_KINDS] = {"foreign magic", "closed early",
+                                                            "stalled", "evicted", "unexpected"};
+
+/* Every acceptor's drops by reason, the last slot all of them; relaxed: statistics, read by tests
+ * after the threads joined. */
+static atomic_ullong drops_total[PCL_BOOT_DROP_KINDS + 1];
+
+uint64_t pcl_boot_drops_total(pcl_boot_drop_t why) {
+  return atomic_load_explicit(&drops_total[why], memory_order_relaxed);
+}
+
+static void log_summary(pcl_boot_acceptor_t *acc, const char *when) {
+  PCL_INFO(PCL_LOG_BOOT,
+           "%s: %llu junk connections dropped %s (%llu foreign magic, %llu closed early, %llu "
+           "stalled, %llu evicted, %llu unexpected)",
+           acc->who, (unsigned long long)acc->ndropped, when,
+           (unsigned long long)acc->drops[PCL_BOOT_DROP_FOREIGN],
+           (unsigned long long)acc->drops[PCL_BOOT_DROP_CLOSED],
+           (unsigned long long)acc->drops[PCL_BOOT_DROP_STALLED],
+           (unsigned long long)acc->drops[PCL_BOOT_DROP_EVICTED],
+           (unsigned long long)acc->drops[PCL_BOOT_DROP_UNEXPECTED]);
+  acc->summarized = acc->ndropped;
+  acc->summary_ns = pcl_socket_now_ns();
+}
+
+void pcl_boot_acceptor_drop(pcl_boot_acceptor_t *acc, pcl_boot_drop_t why, const char *fmt, ...) {
+  acc->drops[why]++;
+  acc->ndropped++;
+  atomic_fetch_add_explicit(&drops_total[why], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&drops_total[PCL_BOOT_DROP_KINDS], 1, memory_order_relaxed);
+  /* Anyone who can reach the port can make us drop connections: only the first few are worth
+   * a line each, the rest would let a scanner flood the log. */
+  if (acc->ndropped <= PCL_BOOT_DROP_WARNS) {
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    PCL_WARN(PCL_LOG_BOOT, "%s: dropped a connection: %s (%s)%s", acc->who, msg, drop_names[why],
+             acc->ndropped == PCL_BOOT_DROP_WARNS ? "; further drops are counted, summary at INFO"
+                                                  : "");
+    acc->summarized = acc->ndropped;
+    acc->summary_ns = pcl_socket_now_ns();
+    return;
+  }
+  if (pcl_socket_now_ns() - acc->summary_ns >= PCL_BOOT_DROP_SUMMARY_S * 1000000000ull)
+    log_summary(acc, "so far");
+}
+
 static void drop_pending(pcl_boot_acceptor_t *acc, int i) {
+  close(acc->pending[i].fd);
   acc->pending[i] = acc->pending[acc->npending - 1];
   acc->npending--;
 }
 
+ncclResult_t pcl_boot_acceptor_add(pcl_boot_acceptor_t *acc, int fd) {
+  if (acc->npending == acc->cap) {
+    int ncap = acc->cap ? acc->cap * 2 : 8;
+    pcl_boot_pending_t *np = pcl_realloc(acc->pending, (size_t)acc->cap, (size_t)ncap, sizeof(*np),
+                                         "bootstrap pending connections");
+    if (np == NULL) {
+      close(fd);
+      return ncclSystemError;
+    }
+    acc->pending = np;
+    acc->cap = ncap;
+  }
+  acc->pending[acc->npending] = (pcl_boot_pending_t){.fd = fd, .since_ns = pcl_socket_now_ns()};
+  acc->npending++;
+  return ncclSuccess;
+}
+
 /* Advances the greeting of pending connection i. 1: complete and valid (removed from the list,
- * returned through fd/hello); 0: not complete yet or dropped. */
+ * returned through fd/hello); 0: not complete yet or dropped (*dropped says which). */
 static int pending_step(pcl_boot_acceptor_t *acc, int i, int *fd, pcl_boot_hello_t *hello,
                         int *dropped) {
   pcl_boot_pending_t *p = &acc->pending[i];
@@ -39,77 +107,118 @@ static int pending_step(pcl_boot_acceptor_t *acc, int i, int *fd, pcl_boot_hello
       if (p->got < sizeof(p->hello))
         continue;
       if (p->hello.magic != acc->magic) {
-        PCL_WARN(PCL_LOG_BOOT,
-                 "bootstrap: dropped a connection with a foreign magic 0x%llx (expected 0x%llx)",
-                 (unsigned long long)p->hello.magic, (unsigned long long)acc->magic);
-        close(p->fd);
-        drop_pending(acc, i);
-        *dropped = 1;
-        return 0;
+        pcl_boot_acceptor_drop(acc, PCL_BOOT_DROP_FOREIGN, "magic 0x%llx, expected 0x%llx",
+                               (unsigned long long)p->hello.magic, (unsigned long long)acc->magic);
+        break;
       }
       *fd = p->fd;
       *hello = p->hello;
-      drop_pending(acc, i);
+      acc->pending[i] = acc->pending[--acc->npending];
       return 1;
     }
     if (n < 0 && errno == EINTR)
       continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-      return 0;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (pcl_socket_now_ns() - p->since_ns < PCL_BOOT_GREETING_MS * 1000000ull)
+        return 0;
+      pcl_boot_acceptor_drop(acc, PCL_BOOT_DROP_STALLED, "%zu of %zu greeting bytes in %d ms",
+                             p->got, sizeof(p->hello), PCL_BOOT_GREETING_MS);
+      break;
+    }
     /* Closed or failed before completing its greeting: not one of ours (or a dead one). */
-    PCL_WARN(PCL_LOG_BOOT,
-             "bootstrap: dropped a connection closed before its greeting (%zu of %zu "
-             "bytes)",
-             p->got, sizeof(p->hello));
-    close(p->fd);
-    drop_pending(acc, i);
-    *dropped = 1;
-    return 0;
+    pcl_boot_acceptor_drop(acc, PCL_BOOT_DROP_CLOSED, "closed after %zu of %zu greeting bytes",
+                           p->got, sizeof(p->hello));
+    break;
   }
+  drop_pending(acc, i);
+  *dropped = 1;
+  return 0;
+}
+
+static int max_pending(const pcl_boot_acceptor_t *acc) {
+  return acc->max_pending > 0 && acc->max_pending < PCL_BOOT_MAX_PENDING ? acc->max_pending
+                                                                         : PCL_BOOT_MAX_PENDING;
+}
+
+static int oldest_pending(const pcl_boot_acceptor_t *acc) {
+  int o = 0;
+  for (int i = 1; i < acc->npending; i++)
+    if (acc->pending[i].since_ns < acc->pending[o].since_ns)
+      o = i;
+  return o;
+}
+
+/* Accepts queued connections while there is room; when full, evicts the oldest once it had
+ * PCL_BOOT_EVICT_MS to greet, so a flood costs at most max_pending fds and cannot starve later
+ * connections for long. */
+static ncclResult_t accept_new(pcl_boot_acceptor_t *acc) {
+  if (acc->listen_fd < 0)
+    return ncclSuccess;
+  for (;;) {
+    if (acc->npending >= max_pending(acc)) {
+      int o = oldest_pending(acc);
+      if (pcl_socket_now_ns() - acc->pending[o].since_ns < PCL_BOOT_EVICT_MS * 1000000ull)
+        return ncclSuccess;
+      pcl_boot_acceptor_drop(acc, PCL_BOOT_DROP_EVICTED, "%d connections without a greeting",
+                             acc->npending);
+      drop_pending(acc, o);
+    }
+    int nfd = accept4(acc->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (nfd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED)
+        continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return ncclSuccess;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        /* Out of fds or memory: leave the rest queued; the pending ones free fds as they go. */
+        PCL_INFO(PCL_LOG_BOOT, "%s: accept: %s; retrying", acc->who, strerror(errno));
+        return ncclSuccess;
+      }
+      PCL_WARN(PCL_LOG_BOOT, "%s: accept failed: %s", acc->who, strerror(errno));
+      return ncclSystemError;
+    }
+    PCL_CHECK(pcl_boot_acceptor_add(acc, nfd));
+  }
+}
+
+ncclResult_t pcl_boot_acceptor_poll(pcl_boot_acceptor_t *acc, int *fd, pcl_boot_hello_t *hello) {
+  *fd = -1;
+  PCL_CHECK(accept_new(acc));
+  for (int i = 0; i < acc->npending;) {
+    int dropped;
+    if (pending_step(acc, i, fd, hello, &dropped))
+      return ncclSuccess;
+    if (!dropped)
+      i++;
+  }
+  return ncclSuccess;
+}
+
+/* How long the acceptor may sleep: until the first pending greeting expires or, when full, until
+ * the oldest may be evicted; capped at ms. */
+static int sleep_ms(const pcl_boot_acceptor_t *acc, int ms) {
+  if (acc->npending == 0)
+    return ms;
+  uint64_t now = pcl_socket_now_ns(), since = acc->pending[oldest_pending(acc)].since_ns;
+  uint64_t limit_ms = acc->npending >= max_pending(acc) ? PCL_BOOT_EVICT_MS : PCL_BOOT_GREETING_MS;
+  uint64_t due = since + limit_ms * 1000000ull;
+  uint64_t left = due > now ? (due - now) / 1000000ull + 1 : 0;
+  return left < (uint64_t)ms ? (int)left : ms;
 }
 
 ncclResult_t pcl_boot_acceptor_next(pcl_boot_acceptor_t *acc, const pcl_socket_wait_t *w, int *fd,
                                     pcl_boot_hello_t *hello) {
   for (;;) {
-    /* Drain new connections first, so pending ones never starve the listen queue. */
-    for (;;) {
-      int nfd = accept4(acc->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (nfd < 0) {
-        if (errno == EINTR || errno == ECONNABORTED)
-          continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-          break;
-        PCL_WARN(PCL_LOG_BOOT, "%s: accept failed: %s", w->what, strerror(errno));
-        return ncclSystemError;
-      }
-      if (acc->npending == acc->cap) {
-        int ncap = acc->cap ? acc->cap * 2 : 8;
-        pcl_boot_pending_t *np = pcl_realloc(acc->pending, (size_t)acc->cap, (size_t)ncap,
-                                             sizeof(*np), "bootstrap pending connections");
-        if (np == NULL) {
-          close(nfd);
-          return ncclSystemError;
-        }
-        acc->pending = np;
-        acc->cap = ncap;
-      }
-      acc->pending[acc->npending].fd = nfd;
-      acc->pending[acc->npending].got = 0;
-      acc->npending++;
-    }
-    for (int i = 0; i < acc->npending;) {
-      int dropped;
-      if (pending_step(acc, i, fd, hello, &dropped))
-        return ncclSuccess;
-      if (!dropped)
-        i++;
-    }
+    PCL_CHECK(pcl_boot_acceptor_poll(acc, fd, hello));
+    if (*fd >= 0)
+      return ncclSuccess;
     PCL_CHECK(pcl_socket_wait_check(w));
-    /* Wait for a new connection or more greeting bytes. */
-    struct pollfd pfd[17];
+    /* Wait for a new connection (unless full: those wait in the listen queue) or greeting bytes. */
+    struct pollfd pfd[PCL_BOOT_MAX_PENDING + 1];
     int np = 0;
-    pfd[np++] = (struct pollfd){.fd = acc->listen_fd, .events = POLLIN, .revents = 0};
-    for (int i = 0; i < acc->npending && np < 17; i++)
+    if (acc->listen_fd >= 0 && acc->npending < max_pending(acc))
+      pfd[np++] = (struct pollfd){.fd = acc->listen_fd, .events = POLLIN, .revents = 0};
+    for (int i = 0; i < acc->npending && np < PCL_BOOT_MAX_PENDING + 1; i++)
       pfd[np++] = (struct pollfd){.fd = acc->pending[i].fd, .events = POLLIN, .revents = 0};
     int ms = 100;
     if (w->deadline_ns != 0) {
@@ -118,9 +227,7 @@ ncclResult_t pcl_boot_acceptor_next(pcl_boot_acceptor_t *acc, const pcl_socket_w
       if (left < (uint64_t)ms)
         ms = (int)left;
     }
-    if (acc->npending > 16)
-      ms = ms < 5 ? ms : 5; /* some pending fds are not polled */
-    if (poll(pfd, (nfds_t)np, ms) < 0 && errno != EINTR) {
+    if (poll(pfd, (nfds_t)np, sleep_ms(acc, ms)) < 0 && errno != EINTR) {
       PCL_WARN(PCL_LOG_BOOT, "%s: poll failed: %s", w->what, strerror(errno));
       return ncclSystemError;
     }
@@ -130,6 +237,8 @@ ncclResult_t pcl_boot_acceptor_next(pcl_boot_acceptor_t *acc, const pcl_socket_w
 void pcl_boot_acceptor_fini(pcl_boot_acceptor_t *acc) {
   for (int i = 0; i < acc->npending; i++)
     close(acc->pending[i].fd);
+  if (acc->ndropped > acc->summarized)
+    log_summary(acc, "in total");
   pcl_free(acc->pending);
   acc->pending = NULL;
   acc->npending = acc->cap = 0;
@@ -158,9 +267,11 @@ typedef struct {
 } root_state_t;
 
 /* Files one greeting; returns 0 if it is not acceptable (logged, caller closes). */
-static int root_file(root_state_t *st, int fd, const pcl_boot_hello_t *h) {
-  if (h->kind != HELLO_ROOT || h->nranks <= 0) {
-    PCL_WARN(PCL_LOG_BOOT, "bootstrap root: dropped a greeting of kind %u", h->kind);
+static int root_file(root_state_t *st, pcl_boot_acceptor_t *acc, int fd,
+                     const pcl_boot_hello_t *h) {
+  if (h->kind != HELLO_ROOT || h->nranks <= 0 || h->nranks > PCL_BOOT_MAX_RANKS) {
+    pcl_boot_acceptor_drop(acc, PCL_BOOT_DROP_UNEXPECTED, "a greeting of kind %u, %d ranks",
+                           h->kind, h->nranks);
     return 0;
   }
   if (st->nranks == 0) {
@@ -173,13 +284,12 @@ static int root_file(root_state_t *st, int fd, const pcl_boot_hello_t *h) {
       st->fds[i] = -1;
   }
   if (h->nranks != st->nranks || h->rank < 0 || h->rank >= st->nranks || st->fds[h->rank] >= 0) {
-    PCL_WARN(PCL_LOG_BOOT,
-             "bootstrap root: rank %d of %d arrived but the communicator has %d "
-             "ranks%s; dropped",
-             h->rank, h->nranks, st->nranks,
-             (h->rank >= 0 && h->rank < st->nranks && st->fds[h->rank] >= 0) ? " and that rank "
-                                                                               "already arrived"
-                                                                             : "");
+    pcl_boot_acceptor_drop(acc, PCL_BOOT_DROP_UNEXPECTED,
+                           "rank %d of %d arrived but the communicator has %d ranks%s", h->rank,
+                           h->nranks, st->nranks,
+                           (h->rank >= 0 && h->rank < st->nranks && st->fds[h->rank] >= 0)
+                               ? " and that rank already arrived"
+                               : "");
     return 0;
   }
   st->fds[h->rank] = fd;
@@ -187,24 +297,21 @@ static int root_file(root_state_t *st, int fd, const pcl_boot_hello_t *h) {
   return 1;
 }
 
-static void *root_main(void *arg) {
-  root_args_t a = *(root_args_t *)arg;
-  pcl_free(arg);
+int pcl_boot_root_serve(pcl_boot_acceptor_t *acc, int timeout_s,
+                        const volatile uint32_t *abort_flag) {
   root_state_t st = {0, NULL, NULL};
-  pcl_boot_acceptor_t acc = {.listen_fd = a.listen_fd, .magic = a.magic};
   int arrived = 0, failed = 0;
-  int timeout_s = a.timeout_s;
   /* No deadline before the first rank arrives: the id may travel for a long time (NCCL's root
    * waits forever too); afterwards every rank must arrive within the timeout. */
-  pcl_socket_wait_t w = {0, NULL, "bootstrap root: waiting for the first rank", timeout_s};
+  pcl_socket_wait_t w = {0, abort_flag, "bootstrap root: waiting for the first rank", timeout_s};
   while (st.nranks == 0 || arrived < st.nranks) {
     int fd;
     pcl_boot_hello_t h;
-    if (pcl_boot_acceptor_next(&acc, &w, &fd, &h) != ncclSuccess) {
+    if (pcl_boot_acceptor_next(acc, &w, &fd, &h) != ncclSuccess) {
       failed = 1;
       break;
     }
-    int ok = root_file(&st, fd, &h);
+    int ok = root_file(&st, acc, fd, &h);
     if (ok < 0) {
       close(fd);
       failed = 1;
@@ -229,7 +336,7 @@ static void *root_main(void *arg) {
   if (missing >= 0)
     PCL_WARN(PCL_LOG_BOOT, "bootstrap root: rank %d of %d never arrived within %d s (%d arrived)",
              missing, st.nranks, timeout_s, arrived);
-  pcl_socket_wait_t rw = {pcl_socket_now_ns() + (uint64_t)timeout_s * 1000000000ull, NULL,
+  pcl_socket_wait_t rw = {pcl_socket_now_ns() + (uint64_t)timeout_s * 1000000000ull, abort_flag,
                           "bootstrap root: replying to the ranks", timeout_s};
   for (int r = 0; r < st.nranks; r++) {
     if (st.fds[r] < 0)
@@ -240,13 +347,22 @@ static void *root_main(void *arg) {
     memcpy(rep.next_addr, &st.addrs[(r + 1) % st.nranks], sizeof(rep.next_addr));
     (void)pcl_socket_send(st.fds[r], &rep, sizeof(rep), &rw); /* a dead rank is its own problem */
   }
-  pcl_boot_acceptor_fini(&acc);
-  close(a.listen_fd);
+  pcl_boot_acceptor_fini(acc);
   for (int r = 0; r < st.nranks; r++)
     if (st.fds[r] >= 0)
       close(st.fds[r]);
   pcl_free(st.fds);
   pcl_free(st.addrs);
+  return missing < 0 && !failed ? 0 : -1;
+}
+
+static void *root_main(void *arg) {
+  root_args_t a = *(root_args_t *)arg;
+  pcl_free(arg);
+  pcl_boot_acceptor_t acc = {.listen_fd = a.listen_fd, .magic = a.magic};
+  snprintf(acc.who, sizeof(acc.who), "bootstrap root");
+  (void)pcl_boot_root_serve(&acc, a.timeout_s, NULL);
+  close(a.listen_fd);
   atomic_fetch_sub_explicit(&roots_active, 1, memory_order_release);
   return NULL;
 }

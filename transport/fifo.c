@@ -11,6 +11,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "pcl_abort.h"
 #include "alloc.h"
 #include "cuda_check.h"
 #include "log.h"
@@ -161,7 +162,7 @@ uint64_t pcl_fifo_host_push(pcl_fifo_device_t f, uint64_t w0, uint64_t w1,
   uint64_t pos = atomic_fetch_add_explicit((_Atomic uint64_t *)f.head, 1, memory_order_relaxed);
   while (pos >= (uint64_t)f.size +
                     atomic_load_explicit((_Atomic uint64_t *)f.tail, memory_order_acquire)) {
-    if (abort_flag != NULL && *abort_flag != 0)
+    if (pcl_abort_requested(abort_flag))
       return UINT64_MAX;
     sched_yield();
   }
@@ -176,7 +177,7 @@ uint64_t pcl_fifo_host_push(pcl_fifo_device_t f, uint64_t w0, uint64_t w1,
 
 int pcl_fifo_host_wait(pcl_fifo_device_t f, uint64_t pos, const volatile uint32_t *abort_flag) {
   while (atomic_load_explicit((_Atomic uint64_t *)f.tail, memory_order_acquire) <= pos) {
-    if (abort_flag != NULL && *abort_flag != 0)
+    if (pcl_abort_requested(abort_flag))
       return 1;
     sched_yield();
   }

@@ -14,6 +14,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include "pcl_abort.h"
 #include "alloc.h"
 #include "ib_int.h"
 #include "log.h"
@@ -373,7 +374,7 @@ static ncclResult_t drain_cq(ib_ctx_t *ib) {
 static ncclResult_t post(ib_conn_t *c, struct ibv_send_wr *wr) {
   while (c->outstanding >= IB_SQ_DEPTH) {
     PCL_CHECK(drain_cq(c->ib));
-    if (c->ctx->abort_flag != NULL && *c->ctx->abort_flag)
+    if (pcl_abort_requested(c->ctx->abort_flag))
       return ncclInternalError;
   }
   wr->wr_id = (uint64_t)(uintptr_t)c;

@@ -17,6 +17,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "pcl_abort.h"
 #include "alloc.h"
 #include "log.h"
 #include "pcl_check.h"
@@ -405,7 +406,7 @@ static void *proxy_main(void *arg) {
   (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   unsigned idle = 0;
   while (!atomic_load_explicit(&p->stop, memory_order_relaxed)) {
-    if (p->cfg.abort_flag != NULL && *p->cfg.abort_flag != 0)
+    if (pcl_abort_requested(p->cfg.abort_flag))
       break;
     if (pcl_proxy_poll_once(p)) {
       idle = 0;

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pcl_abort.h"
 #include "log.h"
 #include "param.h"
 #include "pcl_check.h"
@@ -41,7 +42,7 @@ pcl_socket_wait_t pcl_socket_wait_default(const volatile uint32_t *abort_flag, c
 }
 
 ncclResult_t pcl_socket_wait_check(const pcl_socket_wait_t *w) {
-  if (w->abort_flag != NULL && *w->abort_flag != 0) {
+  if (pcl_abort_requested(w->abort_flag)) {
     PCL_INFO(PCL_LOG_BOOT, "%s: aborted", w->what);
     return ncclInternalError;
   }
@@ -150,11 +151,20 @@ static int auto_class(const struct ifaddrs *ifa) {
   return 0;
 }
 
-static pthread_once_t log_once = PTHREAD_ONCE_INIT;
-static char log_ifname[IF_NAMESIZE + 1];
-static char log_addr[64];
-static void log_interface(void) {
-  PCL_INFO(PCL_LOG_BOOT, "bootstrap: using interface %s:%s", log_ifname, log_addr);
+/* The first interface found is logged once per process; threads of several ranks find theirs
+ * concurrently, so the flag is taken under a lock (the values are the caller's own). */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static int log_done;
+static void log_interface(const char *ifname, const pcl_sockaddr_t *addr) {
+  char where[64];
+  pthread_mutex_lock(&log_lock);
+  int first = !log_done;
+  log_done = 1;
+  pthread_mutex_unlock(&log_lock);
+  if (!first)
+    return;
+  pcl_socket_addr_str(addr, where, sizeof(where));
+  PCL_INFO(PCL_LOG_BOOT, "bootstrap: using interface %s:%s", ifname, where);
 }
 
 ncclResult_t pcl_socket_find_interface(char *ifname, size_t ifname_len, pcl_sockaddr_t *addr) {
@@ -200,9 +210,7 @@ ncclResult_t pcl_socket_find_interface(char *ifname, size_t ifname_len, pcl_sock
     memcpy(&addr->sin6, best->ifa_addr, sizeof(struct sockaddr_in6));
   snprintf(ifname, ifname_len, "%s", best->ifa_name);
   freeifaddrs(list);
-  snprintf(log_ifname, sizeof(log_ifname), "%s", ifname);
-  pcl_socket_addr_str(addr, log_addr, sizeof(log_addr));
-  pthread_once(&log_once, log_interface);
+  log_interface(ifname, addr);
   return ncclSuccess;
 }
 

@@ -9,7 +9,7 @@
 
 #define MAXR 16
 
-static pcl_registry_t *reg_all;     /* default + opt-in plans */
+static pcl_registry_t *reg_all;     /* default + opt-in allreduce plans */
 static pcl_registry_t *reg_default; /* default plans only */
 static long long base_allocs;       /* the registries' own allocations */
 
@@ -21,7 +21,7 @@ static void setup(void) {
   ck_assert_ptr_nonnull(src);
   char d1[512], d2[512];
   snprintf(d1, sizeof(d1), "%s/plans/allreduce", src);
-  snprintf(d2, sizeof(d2), "%s/plans/extra", src);
+  snprintf(d2, sizeof(d2), "%s/plans/extra/allreduce", src);
   const char *all[] = {d1, d2};
   ck_assert_int_eq(pcl_registry_create(all, 2, &reg_all), ncclSuccess);
   ck_assert_int_eq(pcl_registry_create(all, 1, &reg_default), ncclSuccess);
@@ -166,21 +166,23 @@ END_TEST
 /* InfiniBand when every rank has an HCA; PLANCCL_NET forces either, and ib is refused, on every
  * rank alike, when one rank lacks an HCA. */
 START_TEST(test_net_choice) {
-  shape_t s = hosts_x(2, 1);
+  shape_t s = hosts_x(2, 2);
   pcl_comm_layout_t l;
   char why[256];
-  s.ib[0] = s.ib[1] = 1;
+  for (int r = 0; r < 4; r++)
+    s.ib[r] = 1;
   ck_assert_int_eq(decide(&s, 0, reg_all, "auto", &l, why, sizeof(why)), 1);
   ck_assert_int_eq(l.net, PCL_TRANSPORT_IB);
   ck_assert_ptr_nonnull(strstr(l.net_why, "every rank"));
-  ck_assert_int_eq(l.port_kind[1], PCL_TRANSPORT_IB);
-  ck_assert_int_eq(l.mem_connect[1], 0);
+  ck_assert_int_eq(l.port_kind[1], PCL_TRANSPORT_CE);
+  ck_assert_int_eq(l.port_kind[2], PCL_TRANSPORT_IB);
+  ck_assert_int_eq(l.mem_connect[2], 0);
   pcl_comm_layout_free(&l);
   ck_assert_int_eq(decide(&s, 1, reg_all, "tcp", &l, why, sizeof(why)), 1);
   ck_assert_int_eq(l.net, PCL_TRANSPORT_TCP);
-  ck_assert_int_eq(l.port_kind[0], PCL_TRANSPORT_TCP);
+  ck_assert_int_eq(l.port_kind[3], PCL_TRANSPORT_TCP);
   pcl_comm_layout_free(&l);
-  ck_assert_int_eq(decide(&s, 1, reg_all, "ib", &l, why, sizeof(why)), 1);
+  ck_assert_int_eq(decide(&s, 3, reg_all, "ib", &l, why, sizeof(why)), 1);
   ck_assert_int_eq(l.net, PCL_TRANSPORT_IB);
   pcl_comm_layout_free(&l);
   s.ib[1] = 0;
@@ -248,6 +250,7 @@ END_TEST
 TCase *dispatch_tcase_comm_layout(void) {
   TCase *tc = tcase_create("comm_layout");
   tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 60); /* the plans load in each test's process, slowly under TSan */
   tcase_add_test(tc, test_one_host);
   tcase_add_test(tc, test_two_hosts_tcp);
   tcase_add_test(tc, test_net_choice);

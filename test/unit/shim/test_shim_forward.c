@@ -153,8 +153,9 @@ START_TEST(test_internal_calls_stay_in_real_library) {
   void *real;
   ncclComm_t comm = make_comm(st, 2, 0, &real);
   /* The fake's init called its own ncclGetVersion through its PLT and reached itself (planccl's
-   * ncclGetVersion never calls the fake after load). */
-  ck_assert_int_eq(shim_test_count(st, "ncclGetVersion"), before + 1);
+   * ncclGetVersion never calls the fake after load); bound without RTLD_DEEPBIND (sanitizer
+   * builds) the call lands in planccl, which answers it. */
+  ck_assert_int_eq(shim_test_count(st, "ncclGetVersion"), before + !SHIM_TEST_SANITIZED);
   char buf[4];
   ck_assert_int_eq(ncclBcast(buf, 4, ncclInt8, 1, comm, STREAM), ncclSuccess);
   int b = shim_test_last(st, "ncclBcast");

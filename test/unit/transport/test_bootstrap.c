@@ -13,6 +13,7 @@
 #include "log.h"
 #include "mp_launch.h"
 #include "param.h"
+#include "pcl_abort.h"
 #include "pcl_test.h"
 #include "socket.h"
 
@@ -325,7 +326,7 @@ END_TEST
 static volatile uint32_t g_abort;
 static void *set_abort(void *p) {
   usleep(200000);
-  g_abort = 1;
+  pcl_abort_set(&g_abort);
   return NULL;
 }
 

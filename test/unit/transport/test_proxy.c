@@ -8,6 +8,7 @@
 
 #include "alloc.h"
 #include "fifo.h"
+#include "pcl_abort.h"
 #include "pcl_test.h"
 #include "proxy.h"
 
@@ -223,7 +224,7 @@ START_TEST(test_proxy_abort) {
   pcl_proxy_t *px = NULL;
   ck_assert_int_eq(pcl_proxy_create(&cfg, &px), ncclSuccess);
   ck_assert_int_eq(pcl_proxy_start(px), ncclSuccess);
-  abort_flag = 1;
+  pcl_abort_set(&abort_flag);
   pcl_proxy_destroy(px);
   pcl_proxy_destroy(NULL);
   PCL_ASSERT_NO_LEAKS();
