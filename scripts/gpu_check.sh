@@ -4,8 +4,9 @@
 # when the host has no package registry) twice, as shipped and with the kernels' phase timing
 # (-DPCL_KPROF=ON), runs every plan on the GPUs against the simulator (exec_plans), the plan vs
 # hand-written kernel benchmark (planccl-refbench, 2/4/8 ranks), the other GPU tests (ctest label
-# gpu; those that need two devices skip with 77 below that), and with 2+ GPUs the PyTorch test and
-# the NCCL side-by-side benchmark; prints a summary table last.
+# gpu; those that need two devices skip with 77 below that), the PyTorch suite (world size 1 on
+# one GPU), and with 2+ GPUs the tensor-parallel decode benchmark and the side-by-side benchmark
+# (planccl, NCCL, NCCL with symmetric windows); prints a summary table last.
 # Usage: scripts/gpu_check.sh [quick|build|full]   (quick: exec_plans --quick and the benchmark
 # only; build: build only; full, the default: everything). Logs go to $OUT or build-gpu/logs.
 set -uo pipefail
@@ -94,17 +95,26 @@ if [ "$mode" = full ]; then
   rc=$?
   grep -E 'tests passed|Test +#[0-9]+:|\*\*\*|first failure|mismatch' "$logs/gpu_tests.log" | tail -40
   note "gpu ctest (other tests): $(grep -E 'tests passed' "$logs/gpu_tests.log" || echo 'no result') (rc $rc)"
-  if [ "$ngpus" -ge 2 ] && [ -x test/torch/run.sh ]; then
+  # The PyTorch suite: world size 1 on one GPU (every call forwarded and checked), 1, 2 and all
+  # GPUs with more; then, with 2+ GPUs, the tensor-parallel decode benchmark.
+  if [ -x test/torch/run.sh ]; then
     test/torch/run.sh "$root/build-gpu/install" >"$logs/torch.log" 2>&1
-    note "torch tests: rc $?"
+    note "torch suite: rc $? ($(grep -cE 'PASS|passed' "$logs/torch.log") pass lines; $logs/torch.log)"
+    if [ "$ngpus" -ge 2 ]; then
+      timeout 540 python3 bench/torch_tp_decode.py --nproc 2 --runs 3 \
+        --prefix "$root/build-gpu/install" >"$logs/torch_tp_decode.log" 2>&1
+      note "torch_tp_decode: rc $?"
+      while IFS= read -r l; do note "  $l"; done < <(grep '^|' "$logs/torch_tp_decode.log")
+    fi
   fi
   if [ "$ngpus" -ge 2 ] && [ -x build-gpu/install/bin/planccl-bench ]; then
-    for coll in allreduce allgather reducescatter; do
-      f=4; [ $coll = allreduce ] && f=2
-      build-gpu/install/bin/planccl-bench --coll $coll -b 1K -e 256M -f $f -g 2 \
-        --lib "planccl=$root/build-gpu/install/lib/libplanccl.so" --lib "nccl=$PLANCCL_NCCL_LIB" \
-        2>&1 | tee "$logs/bench_$coll.log" | tail -25
-    done
+    # planccl, NCCL and NCCL with symmetric windows side by side; CSV and plots beside the log.
+    build-gpu/install/bin/planccl-bench --coll all -b 1K -e 256M -f 4 -g 2 --baseline nccl \
+      --lib "planccl=$root/build-gpu/install/lib/libplanccl.so" --lib "nccl=$PLANCCL_NCCL_LIB" \
+      --lib "nccl-symm=$PLANCCL_NCCL_LIB:symm" --csv "$logs/bench.csv" >"$logs/bench.log" 2>&1
+    note "planccl-bench --coll all: rc $? ($logs/bench.log, bench.csv)"
+    python3 bench/plot.py "$logs/bench.csv" --out "$logs" >/dev/null 2>&1 ||
+      /usr/bin/python3 bench/plot.py "$logs/bench.csv" --out "$logs" >/dev/null 2>&1
     build-gpu/install/bin/planccl-bench --coll allreduce -b 1K -e 1K -g 2 -G 0 -n 10 --hostpath \
       --lib "planccl=$root/build-gpu/install/lib/libplanccl.so" --lib "nccl=$PLANCCL_NCCL_LIB" \
       2>&1 | grep '^# host path' | tee "$logs/hostpath.log"
