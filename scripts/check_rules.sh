@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The house rules a machine can check, run by ./test.sh: every tracked C/CUDA file is
-# clang-format clean (.clang-format, clang-format 14 as on CI), and no library module includes
-# another module's private header (*_int.h; tests may include their module's).
+# clang-format clean (.clang-format, clang-format 14 as on CI), and private headers (*_int.h) sit
+# in their module's private/ directory and are included by that module and tests only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -23,17 +23,28 @@ else
   fi
 fi
 
-# Private headers stay in their module: a library file (outside test/) may include a *_int.h
-# only from its own directory.
+# Private headers live in <module>/private/, the one include directory a module's targets do not
+# export, and only that module (and tests) include them.
 while IFS= read -r hdr; do
   name=$(basename "$hdr")
   dir=$(dirname "$hdr")
+  case "$dir" in
+  */private) module=${dir%/private} ;;
+  *)
+    echo "$hdr: a private header (*_int.h) outside $dir/private/"
+    status=1
+    module=$dir
+    ;;
+  esac
   while IFS= read -r user; do
     case "$user" in test/*) continue ;; esac
-    if [ "$(dirname "$user")" != "$dir" ]; then
-      echo "$user: includes $hdr, private to $dir/"
+    case "$(dirname "$user")" in
+    "$module" | "$module/private") ;;
+    *)
+      echo "$user: includes $hdr, private to $module/"
       status=1
-    fi
+      ;;
+    esac
   done < <(git grep -l "#include \"$name\"" -- '*.c' '*.h' '*.cu' '*.cuh')
 done < <(git ls-files '*_int.h')
 

@@ -12,6 +12,7 @@ if(TARGET pcl_exec AND TARGET pcl_kernels AND NOT PCL_SANITIZE)
                  ${CMAKE_CURRENT_LIST_DIR}/exec_rank.cu ${CMAKE_CURRENT_LIST_DIR}/exec_sweep.cu
                  ${CMAKE_CURRENT_LIST_DIR}/exec_rankmain.cu)
   pcl_target_defaults(exec_plans)
+  pcl_use_private_headers(exec_plans executor) # sim_int.h: the simulator's dtype facts
   target_link_libraries(exec_plans PRIVATE pcl_exec pcl_plan pcl_transport pcl_kernels pcl_common)
   add_test(NAME exec_plans COMMAND exec_plans)
   set_tests_properties(exec_plans PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "gpu;nosan"

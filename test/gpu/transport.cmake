@@ -10,6 +10,7 @@
 if(TARGET pcl_transport AND NOT PCL_SANITIZE)
   add_executable(transport_memchan ${CMAKE_CURRENT_LIST_DIR}/transport_memchan.cu)
   pcl_target_defaults(transport_memchan)
+  pcl_use_private_headers(transport_memchan transport) # mem_int.h: the driver entry points
   target_link_libraries(transport_memchan PRIVATE pcl_transport pcl_common)
   add_test(NAME transport_memchan COMMAND transport_memchan --cycles 200)
   set_tests_properties(transport_memchan PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200
