@@ -188,9 +188,30 @@ static void fill(struct ncclComm *c, const struct pcl_coll_args *a, int inplace,
   e->tag = tag;
 }
 
+/* After a kernel gave up (timeout, abort, a failed port push) the ranks' flags and semaphores no
+ * longer agree, so a later planned call could only hang or compute garbage: it is refused with
+ * the communicator's error, WARNed once; forwarded calls still reach the real NCCL. */
+static ncclResult_t refuse_after_kernel_error(struct ncclComm *c, struct pcl_comm_pcl *p) {
+  uint32_t kerr = 0;
+  ncclResult_t res = pcl_exec_async_error(p->exec, &kerr);
+  if (res == ncclSuccess)
+    return ncclSuccess;
+  if (!__atomic_exchange_n(&p->kernel_error_logged, 1, __ATOMIC_RELAXED))
+    PCL_WARN(PCL_LOG_SHIM,
+             "communicator %p (rank %d of %d): a planccl kernel gave up (%s); planned calls on "
+             "it are refused from now on (%s): abort the communicator (ncclCommAbort)",
+             (void *)c, p->rank, p->nranks,
+             kerr == PCL_KERR_TIMEOUT ? "PLANCCL_TIMEOUT_S expired"
+             : kerr == PCL_KERR_ABORT ? "aborted"
+                                      : "a port-channel push failed",
+             ncclGetErrorString(res));
+  return res;
+}
+
 ncclResult_t pcl_dispatch_launch(const struct pcl_coll_args *a,
                                  const struct pcl_dispatch_decision *d) {
   struct pcl_comm_pcl *p = a->comm->pcl;
+  PCL_CHECK(refuse_after_kernel_error(a->comm, p));
   pcl_exec_args_t x;
   exec_args(a, d, &x);
   /* The comm's device is current during the launch (one thread may drive several GPUs). */

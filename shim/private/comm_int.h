@@ -30,8 +30,9 @@ struct pcl_comm_pcl {
   const pcl_registry_t *reg;
   struct pcl_kernel_caps caps;
   int rank, nranks, ranks_per_node, local_rank, cuda_dev;
-  int nnodes; /* hosts the ranks span */
-  int net;    /* pcl_transport_kind_t between hosts; 0 (NONE) on one host */
+  int nnodes;              /* hosts the ranks span */
+  int net;                 /* pcl_transport_kind_t between hosts; 0 (NONE) on one host */
+  int kernel_error_logged; /* the refusal after a kernel error was WARNed (atomic exchange) */
   size_t scratch_bytes;
 };
 

@@ -1,0 +1,322 @@
+/* SPDX-License-Identifier: MIT
+ * planccl-portbench: port channels over TCP between two processes, driven through the real proxy
+ * by a host producer (playing the GPU): bandwidth of put + signal + flush per size and the
+ * one-way latency of an 8-byte put + signal, every byte checked. Host or GPU memory (--device). */
+#define _GNU_SOURCE
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "bench_opts.h"
+#include "bench_spawn.h"
+#include "bootstrap.h"
+#include "proxy.h"
+
+#define MEM_SRC 0u
+#define MEM_DST 1u
+#define MEM_SEM 2u
+#define MAX_SIZES 32
+#define MAX_ITERS 100000
+
+typedef struct {
+  size_t min_bytes, max_bytes;
+  int iters, lat_iters, device;
+} opts_t;
+
+/* Shared with the forked ranks: the setup handle in, rank 0's figures out. */
+typedef struct {
+  pcl_bootstrap_handle_t handle;
+  opts_t o;
+  int nsizes;
+  size_t bytes[MAX_SIZES];
+  double us_per_msg[MAX_SIZES];
+  int wrong[MAX_SIZES];
+  double lat_us[MAX_ITERS];
+  int lat_n, lat_wrong;
+} shared_t;
+
+typedef struct {
+  int rank, peer;
+  const opts_t *o;
+  pcl_bootstrap_t *b;
+  pcl_proxy_t *px;
+  pcl_fifo_device_t f;
+  unsigned char *src, *dst, *host; /* host: staging for fills and checks (device mode) */
+  uint64_t *sem;                   /* host memory: the peer's flags count here */
+  uint64_t flags_seen;
+} rank_t;
+
+static double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static unsigned char pattern(int rank, size_t bytes, size_t i) {
+  return (unsigned char)(rank * 37 + bytes * 5 + i * 11 + (i >> 10));
+}
+
+/* Waits for the peer's next flag; 0, or -1 on a proxy error or after 30 s. */
+static int wait_flag(rank_t *r) {
+  r->flags_seen++;
+  double end = now_us() + 30e6;
+  for (unsigned spin = 0;; spin++) {
+    if (atomic_load_explicit((_Atomic uint64_t *)r->sem, memory_order_acquire) >= r->flags_seen)
+      return 0;
+    /* The waiter stands in for a GPU kernel: it must not take the proxy's or the receiver's
+     * core, so it yields between polls. */
+    sched_yield();
+    if ((spin & 1023u) == 0 && (pcl_proxy_error(r->px) != ncclSuccess || now_us() > end)) {
+      fprintf(stderr, "planccl-portbench: rank %d: no flag %llu from rank %d\n", r->rank,
+              (unsigned long long)r->flags_seen, r->peer);
+      return -1;
+    }
+  }
+}
+
+/* put(bytes at offset 0) + flag; with sync, waits until the proxy reports it flushed. */
+static int send_msg(rank_t *r, size_t bytes, int sync) {
+  uint32_t type = PCL_FIFO_TYPE_DATA | PCL_FIFO_TYPE_FLAG | (sync ? PCL_FIFO_TYPE_SYNC : 0);
+  uint64_t pos = pcl_fifo_host_push(r->f, pcl_fifo_w0((uint32_t)bytes, 0),
+                                    pcl_fifo_w1(type, MEM_SRC, MEM_DST, 0, 0), NULL);
+  if (pos == UINT64_MAX)
+    return -1;
+  return sync ? pcl_fifo_host_wait(r->f, pos, NULL) : 0;
+}
+
+static int copy(void *dst, const void *src, size_t n, int device, enum cudaMemcpyKind k) {
+  if (!device) {
+    memcpy(dst, src, n);
+    return 0;
+  }
+  return cudaMemcpy(dst, src, n, k) == cudaSuccess ? 0 : -1;
+}
+
+/* Rank 0 sends `bytes` (put + signal + flush) and waits for rank 1's 8-byte reply flag; rank 1
+ * waits, checks the first and last message, replies. us per message from rank 0's side. */
+static int bandwidth(rank_t *r, shared_t *sh, int s) {
+  size_t bytes = sh->bytes[s];
+  for (size_t i = 0; i < bytes; i++)
+    r->host[i] = pattern(r->rank, bytes, i);
+  if (copy(r->src, r->host, bytes, r->o->device, cudaMemcpyHostToDevice) != 0 ||
+      pcl_bootstrap_barrier(r->b) != ncclSuccess)
+    return -1;
+  double t0 = now_us();
+  for (int it = 0; it < r->o->iters; it++) {
+    if (r->rank == 0) {
+      if (send_msg(r, bytes, 1) != 0 || wait_flag(r) != 0)
+        return -1;
+      continue;
+    }
+    if (wait_flag(r) != 0)
+      return -1;
+    if (it == 0 || it == r->o->iters - 1) {
+      if (copy(r->host, r->dst, bytes, r->o->device, cudaMemcpyDeviceToHost) != 0)
+        return -1;
+      for (size_t i = 0; i < bytes; i++)
+        sh->wrong[s] += r->host[i] != pattern(r->peer, bytes, i);
+    }
+    if (send_msg(r, 8, 0) != 0)
+      return -1;
+  }
+  if (r->rank == 0)
+    sh->us_per_msg[s] = (now_us() - t0) / r->o->iters;
+  return pcl_bootstrap_barrier(r->b) == ncclSuccess ? 0 : -1;
+}
+
+/* 8-byte ping-pong; the payload is the iteration, checked by both sides. */
+static int latency(rank_t *r, shared_t *sh) {
+  uint64_t v;
+  if (pcl_bootstrap_barrier(r->b) != ncclSuccess)
+    return -1;
+  for (int it = 0; it < r->o->lat_iters; it++) {
+    double t0 = now_us();
+    if (r->rank == 1 && wait_flag(r) != 0)
+      return -1;
+    if (r->rank == 1 &&
+        (copy(&v, r->dst, 8, r->o->device, cudaMemcpyDeviceToHost) != 0 || v != (uint64_t)it))
+      sh->lat_wrong++;
+    v = (uint64_t)it;
+    if (copy(r->src, &v, 8, r->o->device, cudaMemcpyHostToDevice) != 0 || send_msg(r, 8, 0) != 0)
+      return -1;
+    if (r->rank == 0) {
+      if (wait_flag(r) != 0 || copy(&v, r->dst, 8, r->o->device, cudaMemcpyDeviceToHost) != 0)
+        return -1;
+      sh->lat_wrong += v != (uint64_t)it;
+      sh->lat_us[it] = (now_us() - t0) / 2;
+      sh->lat_n = it + 1;
+    }
+  }
+  return pcl_bootstrap_barrier(r->b) == ncclSuccess ? 0 : -1;
+}
+
+static int setup(rank_t *r, shared_t *sh) {
+  size_t max = sh->o.max_bytes;
+  pcl_mem_remote_t exp[2][3];
+  memset(exp, 0, sizeof(exp));
+  r->sem = aligned_alloc(64, 64);
+  r->host = malloc(max);
+  if (r->sem == NULL || r->host == NULL)
+    return -1;
+  memset(r->sem, 0, 64);
+  if (sh->o.device) {
+    if (cudaSetDevice(0) != cudaSuccess || cudaMalloc((void **)&r->src, max) != cudaSuccess ||
+        cudaMalloc((void **)&r->dst, max) != cudaSuccess)
+      return -1;
+  } else if ((r->src = malloc(max)) == NULL || (r->dst = malloc(max)) == NULL) {
+    return -1;
+  }
+  pcl_proxy_config_t cfg = {.rank = r->rank,
+                            .nranks = 2,
+                            .cuda_dev = sh->o.device ? 0 : -1,
+                            .bootstrap = r->b,
+                            .fifo_mem = PCL_FIFO_MEM_HOST,
+                            .fifo_size = 64};
+  pcl_proxy_channel_t ch = {
+      .peer = r->peer, .kind = PCL_TRANSPORT_TCP, .sem_mem_id = MEM_SEM, .sem_off = 0};
+  if (pcl_proxy_create(&cfg, &r->px) != ncclSuccess ||
+      pcl_proxy_connect(r->px, r->peer, PCL_TRANSPORT_TCP) != ncclSuccess ||
+      pcl_proxy_mem_reg(r->px, MEM_SRC, r->src, max, sh->o.device, 0, &exp[r->rank][MEM_SRC]) !=
+          ncclSuccess ||
+      pcl_proxy_mem_reg(r->px, MEM_DST, r->dst, max, sh->o.device, 0, &exp[r->rank][MEM_DST]) !=
+          ncclSuccess ||
+      pcl_proxy_mem_reg(r->px, MEM_SEM, r->sem, 64, 0, 0, &exp[r->rank][MEM_SEM]) != ncclSuccess ||
+      pcl_bootstrap_allgather(r->b, exp, sizeof(exp[0])) != ncclSuccess ||
+      pcl_proxy_mem_set_remote(r->px, MEM_DST, r->peer, &exp[r->peer][MEM_DST]) != ncclSuccess ||
+      pcl_proxy_mem_set_remote(r->px, MEM_SEM, r->peer, &exp[r->peer][MEM_SEM]) != ncclSuccess ||
+      pcl_proxy_channel_set(r->px, 0, &ch) != ncclSuccess || pcl_proxy_start(r->px) != ncclSuccess)
+    return -1;
+  r->f = pcl_proxy_fifo(r->px);
+  return 0;
+}
+
+static int rank_main(int rank, void *arg) {
+  shared_t *sh = arg;
+  rank_t r = {.rank = rank, .peer = 1 - rank, .o = &sh->o};
+  int rc = -1;
+  if (pcl_bootstrap_create(&sh->handle, rank, 2, NULL, &r.b) != ncclSuccess || setup(&r, sh) != 0)
+    goto out;
+  for (int s = 0; s < sh->nsizes; s++)
+    if (bandwidth(&r, sh, s) != 0)
+      goto out;
+  if (latency(&r, sh) != 0)
+    goto out;
+  rc = pcl_proxy_error(r.px) == ncclSuccess ? 0 : -1;
+out:
+  if (rc == 0)
+    (void)pcl_bootstrap_barrier(r.b); /* both stop sending before either disconnects */
+  pcl_proxy_destroy(r.px);
+  pcl_bootstrap_destroy(r.b);
+  if (sh->o.device) {
+    cudaFree(r.src);
+    cudaFree(r.dst);
+  } else {
+    free(r.src);
+    free(r.dst);
+  }
+  free(r.host);
+  free(r.sem);
+  return rc == 0 ? 0 : 1;
+}
+
+/* bench_parse_bytes (K/M/G suffixes), 0 for anything it refuses. */
+static size_t parse_size(const char *s) {
+  long long v = bench_parse_bytes(s);
+  return v > 0 ? (size_t)v : 0;
+}
+
+static int usage(const char *why) {
+  fprintf(stderr,
+          "planccl-portbench: %s\n"
+          "usage: planccl-portbench [-b MIN] [-e MAX] [-n ITERS] [--lat-iters N] [--device]\n"
+          "  -b/-e  sizes (K/M/G suffixes; x4 steps; default 4K .. 64M, at most 1G)\n"
+          "  -n     put + signal + flush messages per size (default 20)\n"
+          "  --lat-iters  8-byte round trips for the latency (default 2000, at most 100000)\n"
+          "  --device     buffers in GPU memory (device 0, both processes)\n",
+          why);
+  return 2;
+}
+
+static int parse(int argc, char **argv, opts_t *o) {
+  *o = (opts_t){.min_bytes = 4096, .max_bytes = 64u << 20, .iters = 20, .lat_iters = 2000};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--device")) {
+      o->device = 1;
+      continue;
+    }
+    if (v == NULL)
+      return usage(!strcmp(a, "-h") || !strcmp(a, "--help") ? "help" : "missing value");
+    i++;
+    if (!strcmp(a, "-b"))
+      o->min_bytes = parse_size(v);
+    else if (!strcmp(a, "-e"))
+      o->max_bytes = parse_size(v);
+    else if (!strcmp(a, "-n"))
+      o->iters = atoi(v);
+    else if (!strcmp(a, "--lat-iters"))
+      o->lat_iters = atoi(v);
+    else
+      return usage("unknown option");
+  }
+  if (o->min_bytes < 8 || o->max_bytes < o->min_bytes || o->max_bytes > (1u << 30))
+    return usage("sizes must satisfy 8 <= -b <= -e <= 1G");
+  if (o->iters < 1 || o->lat_iters < 1 || o->lat_iters > MAX_ITERS)
+    return usage("-n and --lat-iters must be positive (--lat-iters at most 100000)");
+  return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static int report(shared_t *sh) {
+  int bad = sh->lat_wrong != 0 || sh->lat_n != sh->o.lat_iters;
+  printf("# planccl-portbench: TCP port channels between 2 processes (loopback), %s memory, "
+         "put + signal + flush per message, %d per size\n",
+         sh->o.device ? "GPU" : "host", sh->o.iters);
+  printf("%12s %12s %10s %8s\n", "bytes", "us/msg", "GB/s", "#wrong");
+  for (int s = 0; s < sh->nsizes; s++) {
+    printf("%12zu %12.2f %10.3f %8d\n", sh->bytes[s], sh->us_per_msg[s],
+           (double)sh->bytes[s] / (sh->us_per_msg[s] * 1e3), sh->wrong[s]);
+    bad |= sh->wrong[s] != 0;
+  }
+  if (sh->lat_n > 0) {
+    qsort(sh->lat_us, (size_t)sh->lat_n, sizeof(double), cmp_double);
+    printf("# 8-byte put + signal, one way (round trip / 2) over %d round trips: median %.2f us, "
+           "p99 %.2f us, #wrong %d\n",
+           sh->lat_n, sh->lat_us[sh->lat_n / 2], sh->lat_us[(int)floor(0.99 * (sh->lat_n - 1))],
+           sh->lat_wrong);
+  }
+  return bad;
+}
+
+int main(int argc, char **argv) {
+  opts_t o;
+  int rc = parse(argc, argv, &o);
+  if (rc != 0)
+    return rc;
+  shared_t *sh = bench_shm_alloc(sizeof(*sh));
+  if (sh == NULL)
+    return 1;
+  sh->o = o;
+  for (size_t b = o.min_bytes; b <= o.max_bytes && sh->nsizes < MAX_SIZES; b *= 4)
+    sh->bytes[sh->nsizes++] = b;
+  /* The root's thread runs in this process; the ranks are forked before any CUDA call. */
+  if (pcl_bootstrap_root_create(&sh->handle) != ncclSuccess) {
+    fprintf(stderr, "planccl-portbench: cannot start the bootstrap root\n");
+    bench_shm_free(sh, sizeof(*sh));
+    return 1;
+  }
+  rc = bench_spawn(2, rank_main, sh, "port bench", 600, 5, NULL) != 0;
+  if (rc)
+    fprintf(stderr, "planccl-portbench: a rank failed\n");
+  rc |= report(sh);
+  bench_shm_free(sh, sizeof(*sh));
+  return rc ? 1 : 0;
+}
