@@ -24,10 +24,6 @@
 #define TCP_MAGIC 0x70636c7463703031ull /* "pcltcp01" */
 #define TCP_TAG (PCL_TRANSPORT_TAG_BASE + 2)
 #define STAGE_BYTES (4u << 20)
-/* Host-memory puts up to this size leave in one send with their header (copied behind it in the
- * send stage): one segment and one receiver wake-up instead of two. */
-#define INLINE_BYTES (64u << 10)
-#define STAGE_HEAD 64u /* room for a header in front of the send stage's payload */
 
 enum { MSG_PUT = 1, MSG_SIGNAL = 2 };
 
@@ -67,7 +63,7 @@ static ncclResult_t stage_alloc(tcp_conn_t *c) {
   if (c->ctx->cuda_dev >= 0 && cudaSetDevice(c->ctx->cuda_dev) == cudaSuccess &&
       cudaStreamCreateWithFlags(&c->send_stream, cudaStreamNonBlocking) == cudaSuccess &&
       cudaStreamCreateWithFlags(&c->recv_stream, cudaStreamNonBlocking) == cudaSuccess &&
-      cudaHostAlloc(&c->send_stage, STAGE_HEAD + STAGE_BYTES, 0) == cudaSuccess &&
+      cudaHostAlloc(&c->send_stage, STAGE_BYTES, 0) == cudaSuccess &&
       cudaHostAlloc(&c->recv_stage, STAGE_BYTES, 0) == cudaSuccess) {
     c->stage_pinned = 1;
     return ncclSuccess;
@@ -89,7 +85,7 @@ static ncclResult_t stage_alloc(tcp_conn_t *c) {
   if (c->send_stage)
     cudaFreeHost(c->send_stage);
   c->send_stage = c->recv_stage = NULL;
-  c->send_stage = pcl_calloc(1, STAGE_HEAD + STAGE_BYTES, "tcp send staging");
+  c->send_stage = pcl_calloc(1, STAGE_BYTES, "tcp send staging");
   c->recv_stage = pcl_calloc(1, STAGE_BYTES, "tcp recv staging");
   return (c->send_stage && c->recv_stage) ? ncclSuccess : ncclSystemError;
 }
@@ -286,36 +282,24 @@ static ncclResult_t send_all(tcp_conn_t *c, const void *buf, size_t n) {
   return pcl_socket_send(c->fd, buf, n, &w);
 }
 
-/* The header goes in front of the first chunk (STAGE_HEAD bytes are reserved before the stage's
- * payload), so a put of up to a stage leaves in one send. */
 static ncclResult_t tcp_put(void *conn, const pcl_mem_local_t *src, uint64_t so,
                             const pcl_mem_remote_t *dst, uint64_t doff, uint64_t bytes) {
   tcp_conn_t *c = conn;
   tcp_hdr_t h = {MSG_PUT, dst->mem_id, doff, bytes};
-  char *stage = (char *)c->send_stage + STAGE_HEAD, *head = stage - sizeof(h);
+  PCL_CHECK(send_all(c, &h, sizeof(h)));
   const char *s = (const char *)src->base + so;
-  memcpy(head, &h, sizeof(h));
-  if (!src->is_device) {
-    if (bytes <= INLINE_BYTES) {
-      memcpy(stage, s, bytes);
-      return send_all(c, head, sizeof(h) + bytes);
-    }
-    PCL_CHECK(send_all(c, head, sizeof(h)));
-    return send_all(c, s, bytes); /* large: straight from the source, the header apart */
-  }
-  for (uint64_t done = 0; done < bytes || done == 0;) {
+  if (!src->is_device)
+    return send_all(c, s, bytes);
+  for (uint64_t done = 0; done < bytes;) {
     size_t n = bytes - done < STAGE_BYTES ? (size_t)(bytes - done) : STAGE_BYTES;
-    cudaError_t e =
-        n ? copy_sync(stage, s + done, n, cudaMemcpyDeviceToHost, c->send_stream) : cudaSuccess;
+    cudaError_t e = copy_sync(c->send_stage, s + done, n, cudaMemcpyDeviceToHost, c->send_stream);
     if (e != cudaSuccess) {
       PCL_WARN(PCL_LOG_NET, "tcp rank %d: staging GPU data failed: %s", c->ctx->rank,
                cudaGetErrorString(e));
       return ncclUnhandledCudaError;
     }
-    PCL_CHECK(done == 0 ? send_all(c, head, sizeof(h) + n) : send_all(c, stage, n));
+    PCL_CHECK(send_all(c, c->send_stage, n));
     done += n;
-    if (n == 0)
-      break;
   }
   return ncclSuccess;
 }
