@@ -93,7 +93,11 @@ static int copy(void *dst, const void *src, size_t n, int device, enum cudaMemcp
     memcpy(dst, src, n);
     return 0;
   }
-  return cudaMemcpy(dst, src, n, k) == cudaSuccess ? 0 : -1;
+  /* cudaMemcpy from pageable memory may return before the data reaches the GPU, and the proxy
+   * reads the source on a stream of its own, which does not wait for the legacy stream: wait
+   * for the device before handing the buffer to the proxy. */
+  return cudaMemcpy(dst, src, n, k) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess ? 0
+                                                                                             : -1;
 }
 
 /* Rank 0 sends `bytes` (put + signal + flush) and waits for rank 1's 8-byte reply flag; rank 1

@@ -29,6 +29,10 @@ typedef struct {
   int ok_valid, ok_dtype, ok_op, ok_ll8, ok_pkt;
 } prog_t;
 
+/* The host-mapped words: error, abort, then the kernels' hang report (kernel_abi.h). */
+#define WORDS_BYTES (PCL_KHANG_OFFSET + sizeof(pcl_khang_t))
+PCL_KABI_ASSERT(PCL_KHANG_OFFSET >= 2 * sizeof(uint32_t), "hang report after the words");
+
 struct pcl_exec_userbuf {
   pcl_exec_ctx_t *ctx;
   pcl_memchan_buf_t *buf[2]; /* input, output (the same registration when in == out) */
@@ -38,7 +42,8 @@ struct pcl_exec_userbuf {
 struct pcl_exec_ctx {
   pcl_exec_config_t cfg;
   pcl_kstate_t *d_state;
-  uint32_t *h_words; /* mapped pinned: [0] error, [1] abort */
+  uint32_t *h_words; /* mapped pinned: [0] error, [1] abort; the hang report at PCL_KHANG_OFFSET */
+  int hang_logged;   /* the report was logged (pcl_exec_async_error) */
   uint32_t *d_words;
   cudaStream_t side;
   pcl_kprof_t *d_prof; /* PCL_KPROF builds only, else NULL */
@@ -62,8 +67,9 @@ ncclResult_t pcl_exec_ctx_create(const pcl_exec_config_t *cfg, pcl_exec_ctx_t **
   PCL_CHECK_GOTO(pcl_kernels_load_all(), res, err_dev);
   PCL_CUDA_CHECK_GOTO(cudaMalloc((void **)&c->d_state, sizeof(pcl_kstate_t)), res, err_dev);
   PCL_CUDA_CHECK_GOTO(cudaMemset(c->d_state, 0, sizeof(pcl_kstate_t)), res, err_state);
-  PCL_CUDA_CHECK_GOTO(cudaHostAlloc((void **)&c->h_words, 64, cudaHostAllocMapped), res, err_state);
-  memset(c->h_words, 0, 64);
+  PCL_CUDA_CHECK_GOTO(cudaHostAlloc((void **)&c->h_words, WORDS_BYTES, cudaHostAllocMapped), res,
+                      err_state);
+  memset(c->h_words, 0, WORDS_BYTES);
   PCL_CUDA_CHECK_GOTO(cudaHostGetDevicePointer((void **)&c->d_words, c->h_words, 0), res,
                       err_words);
   PCL_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking), res, err_words);
@@ -141,17 +147,15 @@ ncclResult_t pcl_exec_userbuf_create(pcl_exec_ctx_t *c, void *in, size_t in_byte
     return ncclSystemError;
   u->ctx = c;
   u->port_id[0] = u->port_id[1] = PCL_KABI_NO_MEM;
+  /* Two exchanges on every rank, out == in or not (exec.h): one rank skipping the second would
+   * pair its next collective with the peers' second and read their descriptors as its own. */
   PCL_CHECK_GOTO(pcl_memchan_buf_reg(c->cfg.memchan, in, in_bytes, &u->buf[0]), res, err);
-  if (out != in)
-    PCL_CHECK_GOTO(pcl_memchan_buf_reg(c->cfg.memchan, out, out_bytes, &u->buf[1]), res, err);
+  PCL_CHECK_GOTO(pcl_memchan_buf_reg(c->cfg.memchan, out, out_bytes, &u->buf[1]), res, err);
   if (c->cfg.portchan != NULL) {
     PCL_CHECK_GOTO(pcl_portchan_buf_reg(c->cfg.portchan, in, in_bytes, u->buf[0], &u->port_id[0]),
                    res, err);
-    u->port_id[1] = u->port_id[0];
-    if (out != in)
-      PCL_CHECK_GOTO(
-          pcl_portchan_buf_reg(c->cfg.portchan, out, out_bytes, u->buf[1], &u->port_id[1]), res,
-          err);
+    PCL_CHECK_GOTO(pcl_portchan_buf_reg(c->cfg.portchan, out, out_bytes, u->buf[1], &u->port_id[1]),
+                   res, err);
   }
   *ub = u;
   return ncclSuccess;
@@ -584,10 +588,18 @@ void pcl_exec_forget(pcl_exec_ctx_t *c, const pcl_plan_t *plan) {
   drop_progs(c, plan, NULL);
 }
 
-ncclResult_t pcl_exec_async_error(const pcl_exec_ctx_t *c, uint32_t *kerr) {
+ncclResult_t pcl_exec_async_error(pcl_exec_ctx_t *c, uint32_t *kerr) {
   uint32_t e = *(volatile uint32_t *)&c->h_words[0];
   if (kerr)
     *kerr = e;
+  if (e != PCL_KERR_NONE && !c->hang_logged) {
+    char why[1024];
+    /* The report follows the error word by a few stores: not there yet, logged on a later call. */
+    if (pcl_exec_hang_report(c, why, sizeof(why))) {
+      c->hang_logged = 1;
+      PCL_WARN(PCL_LOG_EXEC, "hang report: %s", why);
+    }
+  }
   switch (e) {
   case PCL_KERR_NONE:
     return ncclSuccess;
@@ -625,4 +637,55 @@ void pcl_exec_abort(pcl_exec_ctx_t *c) {
   if (c == NULL)
     return;
   __atomic_store_n(&c->h_words[1], 1u, __ATOMIC_RELEASE);
+}
+
+int pcl_exec_hang_report(pcl_exec_ctx_t *c, char *buf, size_t len) {
+  const volatile pcl_khang_t *vh =
+      (const volatile pcl_khang_t *)((char *)c->h_words + PCL_KHANG_OFFSET);
+  if (len > 0)
+    buf[0] = '\0';
+  if (__atomic_load_n(&vh->valid, __ATOMIC_ACQUIRE) != 1u)
+    return 0;
+  pcl_khang_t h;
+  memcpy(&h, (const void *)vh, sizeof(h));
+  pcl_exec_hang_where_t w;
+  memset(&w, 0, sizeof(w));
+  w.rank = c->cfg.rank;
+  w.scratch = (uint64_t)(uintptr_t)c->cfg.scratch;
+  w.scratch_bytes = c->cfg.scratch_bytes;
+  w.barriers = (uint64_t)(uintptr_t)c->d_state->barrier;
+  w.barrier_bytes = sizeof(c->d_state->barrier);
+  pcl_plan_layout_t l;
+  enum { MAX_PORTS = 64 }; /* port channels of one rank named in a report; more go unnamed */
+  uint64_t tail[MAX_PORTS], inbound[MAX_PORTS];
+  int peer[MAX_PORTS];
+  for (int i = 0; i < c->nprogs; i++) {
+    const prog_t *p = &c->progs[i];
+    if ((uint64_t)(uintptr_t)p->d_blocks != h.prog)
+      continue;
+    const pcl_plan_gpu_t *g = &p->plan->gpus[c->cfg.rank];
+    w.plan = p->plan;
+    w.kernel = pcl_kernels_variant_name(prog_variant(p));
+    if (pcl_plan_layout(p->plan, c->cfg.rank, p->in_bytes, p->out_bytes, &l) == ncclSuccess)
+      w.layout = &l;
+    w.scratch_half = p->plan->use_double_scratch_buffer ? c->half : 0;
+    w.sems = (uint64_t)(uintptr_t)p->d_sems;
+    w.nsems = g->n_sems;
+    const pcl_plan_channel_t *ch = g->channels[PCL_PLAN_CHAN_PORT];
+    for (int k = 0; k < g->n_channels[PCL_PLAN_CHAN_PORT] && k < MAX_PORTS; k++) {
+      pcl_portchan_info_t info;
+      if (c->cfg.portchan == NULL ||
+          pcl_portchan_info(c->cfg.portchan, ch[k].peer, pcl_plan_chan_index(ch, k), &info) !=
+              ncclSuccess)
+        continue;
+      tail[w.nports] = (uint64_t)(uintptr_t)info.fifo.tail;
+      inbound[w.nports] = info.local_inbound;
+      peer[w.nports++] = ch[k].peer;
+    }
+    w.port_tail = tail;
+    w.port_inbound = inbound;
+    w.port_peer = peer;
+    break;
+  }
+  return pcl_exec_hang_describe(&h, &w, buf, len);
 }

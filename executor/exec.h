@@ -112,7 +112,9 @@ void pcl_exec_ctx_destroy(pcl_exec_ctx_t *ctx);
  * read or write a PEER's input/output (zero-copy; allreduce_simple_2, reduce_2, reduce_tbg_2) and
  * by port-channel plans whose puts start from or land in input/output. Registered with the memory
  * channels and, when the context has them, the port channels. Collective over the channels'
- * bootstrap: every rank calls it in the same order. */
+ * bootstrap: every rank calls it in the same order. Input and output are registered apart even
+ * where they coincide, because they may coincide on some ranks only (in-place reduce-scatter and
+ * allgather on rank 0): every rank makes the same number of exchanges whatever its pointers. */
 typedef struct pcl_exec_userbuf pcl_exec_userbuf_t;
 ncclResult_t pcl_exec_userbuf_create(pcl_exec_ctx_t *ctx, void *in, size_t in_bytes, void *out,
                                      size_t out_bytes, pcl_exec_userbuf_t **ub);
@@ -164,8 +166,31 @@ ncclResult_t pcl_exec_prof_read(pcl_exec_ctx_t *ctx, pcl_kprof_t *out, int reset
 void pcl_exec_forget(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan);
 
 /* Kernel-side error recorded so far: ncclSuccess, or ncclSystemError (timeout, FIFO) /
- * ncclInvalidUsage (aborted). *kerr (may be NULL) gets the raw PCL_KERR_* word. Never blocks. */
-ncclResult_t pcl_exec_async_error(const pcl_exec_ctx_t *ctx, uint32_t *kerr);
+ * ncclInvalidUsage (aborted). *kerr (may be NULL) gets the raw PCL_KERR_* word. Never blocks.
+ * The first time it sees the kernels' hang report it logs it (WARN, once per context). */
+ncclResult_t pcl_exec_async_error(pcl_exec_ctx_t *ctx, uint32_t *kerr);
+
+/* The hang report in words (kernel_abi.h, pcl_khang_t): what the first thread of this context
+ * to give up was waiting for. 1 and buf filled once the kernels wrote one; else 0 and "". */
+int pcl_exec_hang_report(pcl_exec_ctx_t *ctx, char *buf, size_t len);
+
+/* What the words are made from (exec_hang.c, pure CPU): the program's plan and layout, and where
+ * this rank's memory lies, to tell which buffer an address is in. */
+typedef struct {
+  const pcl_plan_t *plan; /* the plan of the program that gave up, or NULL */
+  int rank;
+  const pcl_plan_layout_t *layout; /* the call's layout (names a packet's writers), or NULL */
+  const char *kernel;              /* "EW2 kernel", ..., or NULL */
+  uint64_t scratch, scratch_half, scratch_bytes; /* half 0: no double scratch */
+  uint64_t sems;                                 /* the program's semaphores */
+  int nsems;
+  uint64_t barriers, barrier_bytes; /* the context's grid barriers */
+  int nports;                       /* the program's port channels */
+  const uint64_t *port_tail, *port_inbound;
+  const int *port_peer;
+} pcl_exec_hang_where_t;
+int pcl_exec_hang_describe(const pcl_khang_t *h, const pcl_exec_hang_where_t *w, char *buf,
+                           size_t len);
 
 /* Sets the abort flag: every spinning kernel of this context gives up promptly. */
 void pcl_exec_abort(pcl_exec_ctx_t *ctx);

@@ -63,6 +63,7 @@ pcl_kew_loop(const char *s, char *const *put, int nput, const char *const *term,
     if (ok != all) {
       w->start = 0;
       w->n = 0;
+      pcl_kll_wait_on<W, NT>(w, term, nterm, ok, i, flag);
       do {
 #pragma unroll
         for (int j = 0; j < NT; j++)
@@ -160,7 +161,7 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS, 1)
                                         : NULL;
   const int redop = redop_plan == PCL_KOP_REDOP_CALL ? (int)a.redop : (int)redop_plan;
   PCL_KPROF_STAMP(prof_ready);
-  pcl_kll_watch_t w = {a.abort_flag, a.error, a.timeout_ns, 0, 0, 0};
+  pcl_kll_watch_t w = pcl_kll_watch_make(a, PCL_KHANG_OP_EW);
   if (a.pkt == PCL_KPKT_LL16)
     pcl_kew_run<T, uint2, NT>(redop, s, put, nput, term, nterm, self, o, bytes, flag, &w);
   else

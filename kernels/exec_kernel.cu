@@ -76,12 +76,15 @@ __global__ void __launch_bounds__(1024, 1) pcl_kexec(const __grid_constant__ pcl
       it.wrap = op->scratch_wrap;
       for (uint32_t k = 0; k < op->n_iter; k++) {
         it.off = k * op->unit;
-        for (int j = 1; j <= op->n_inner; j++)
+        for (int j = 1; j <= op->n_inner; j++) {
+          w.op = (uint32_t)(i + j);
           pcl_kop_exec<T>(c, &c->ops[i + j], it, &w);
+        }
       }
       i += 1 + op->n_inner;
     } else {
       pcl_kiter_t it = {0, 0, 0};
+      w.op = (uint32_t)i;
       pcl_kop_exec<T>(c, op, it, &w);
       i++;
     }
@@ -135,7 +138,7 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS)
   }
   __syncthreads();
   PCL_KPROF_STAMP(prof_ready);
-  pcl_kll_watch_t w = {a.abort_flag, a.error, a.timeout_ns, 0, 0, 0};
+  pcl_kll_watch_t w = pcl_kll_watch_make(a, 0);
   int i = 0;
   if (hdr->flags & PCL_KBLOCK_FUSED_PPKT_REPKT) {
     if (a.pkt == PCL_KPKT_LL16)
@@ -149,6 +152,7 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS)
   }
   for (; i < nops; i++) {
     const pcl_kop_t *op = &ops[i];
+    w.op = (uint32_t)i;
     if (op->type == PCL_KOP_NOP)
       __syncthreads();
     else if (a.pkt == PCL_KPKT_LL16)

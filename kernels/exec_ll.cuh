@@ -18,7 +18,31 @@ typedef struct {
   uint32_t *error;
   uint64_t timeout_ns, start;
   uint32_t n, dead;
+  /* For the hang report (pcl_kwait_on, packet.cuh); set on slow paths and per op only. */
+  const void *prog, *at;
+  uint32_t want, op, what;
 } pcl_kll_watch_t;
+
+static __device__ __forceinline__ pcl_kll_watch_t pcl_kll_watch_make(const pcl_kargs_t &a,
+                                                                     uint32_t op) {
+  pcl_kll_watch_t w = {a.abort_flag, a.error, a.timeout_ns, 0, 0, 0, a.blocks, NULL, 0, op, 0};
+  return w;
+}
+
+/* The first source of qs[0 .. nqs) whose bit in `ok` is clear, as the packet of element i the
+ * thread waits on (hang report). Unrolled selects: qs stays in registers. */
+template <typename W, int MAX>
+static __device__ __forceinline__ void pcl_kll_wait_on(pcl_kll_watch_t *w, const char *const *qs,
+                                                       int nqs, uint32_t ok, uint32_t i,
+                                                       uint32_t flag) {
+  const char *at = NULL;
+#pragma unroll
+  for (int j = MAX - 1; j >= 0; j--)
+    if (j < nqs && !(ok & (1u << j)) && qs[j] != NULL)
+      at = qs[j];
+  pcl_kwait_on(w, at + (uint64_t)i * (sizeof(W) * 2), flag,
+               sizeof(W) == 8 ? PCL_KWAIT_LL16 : PCL_KWAIT_LL8);
+}
 
 /* Every 1024 failed polls: abort flag, error word (host-mapped, so rarely), timeout. Returns 1
  * when the thread gives up (the error is recorded; it goes on with garbage, as the interpreter). */
@@ -40,7 +64,9 @@ static __device__ __forceinline__ int pcl_kll_tick(pcl_kll_watch_t *w) {
       err = PCL_KERR_TIMEOUT;
   }
   if (err != 0) {
-    atomicCAS((unsigned int *)w->error, 0u, err);
+    if (atomicCAS((unsigned int *)w->error, 0u, err) == 0u)
+      pcl_khang_record(w->error, err, w->prog, w->op, w->what, w->at, w->want,
+                       w->start ? pcl_kglobaltimer() - w->start : 0);
     __threadfence_system();
     w->dead = 1;
   }
@@ -103,6 +129,7 @@ static __device__ __forceinline__ void pcl_kll_gather(char *const *qs, int nqs, 
     return;
   w->start = 0;
   w->n = 0;
+  pcl_kll_wait_on<W, PCL_KLL_MAXSRC>(w, qs, nqs, ok, i, flag);
   do {
 #pragma unroll
     for (int j = 0; j < PCL_KLL_MAXSRC; j++)

@@ -293,6 +293,7 @@ static __device__ __forceinline__ void pcl_kport_wait_pos(const pcl_kportchan_t 
                                                           pcl_kwatch_t *w) {
   if (pos == UINT64_MAX)
     return;
+  pcl_kwait_on(w, (const void *)pc->fifo.tail, (uint32_t)(pos + 1), PCL_KWAIT_FIFO);
   pcl_kwatch_begin(w);
   while (pcl_kload_acquire_sys((const uint64_t *)pc->fifo.tail) <= pos) {
     if (pcl_kwatch_tick(w))
@@ -304,8 +305,10 @@ static __device__ __forceinline__ uint64_t pcl_kport_push(const pcl_kctx_t *c,
                                                           const pcl_kportchan_t *pc, uint64_t w0,
                                                           uint64_t w1, pcl_kwatch_t *w) {
   uint64_t pos = pcl_fifo_push(pc->fifo, w0, w1, w->abort_flag);
-  if (pos == UINT64_MAX)
+  if (pos == UINT64_MAX) {
+    pcl_kwait_on(w, NULL, 0, PCL_KWAIT_NONE);
     pcl_kwatch_check(w); /* records the abort */
+  }
   return pos;
 }
 
@@ -414,6 +417,7 @@ static __device__ __forceinline__ void pcl_kgrid_barrier_t(pcl_kbarrier_t *b, ui
       __threadfence();
       atomicAdd(&b->gen, 1u);
     } else {
+      pcl_kwait_on(w, (const void *)gen, g, PCL_KWAIT_BARRIER);
       pcl_kspin_begin(w);
       while (*gen == g) {
         if (pcl_kspin_tick(w))
@@ -448,6 +452,7 @@ static __device__ __noinline__ void pcl_kop_sem(const pcl_kctx_t *c, const pcl_k
   }
   if (t < op->nids) {
     int32_t *s = &c->sems[op->ids[t]];
+    pcl_kwait_on(w, s, 1u, PCL_KWAIT_SEM);
     pcl_kwatch_begin(w);
     for (;;) {
       int32_t v = *(volatile int32_t *)s;

@@ -321,6 +321,36 @@ typedef struct PCL_KABI_ALIGN(16) {
 #define PCL_KERR_ABORT 2u   /* *abort_flag became nonzero */
 #define PCL_KERR_FIFO 3u    /* a port-channel push gave up */
 
+/* The hang report: what the first thread to give up (timeout or abort) was waiting for. Written
+ * once per context, by the thread whose atomicCAS set the error word, into the same host-mapped
+ * page PCL_KHANG_OFFSET bytes after that word; `valid` is stored last, after a system-scope
+ * fence, so a host that reads valid == 1 reads the whole report. executor/exec_hang.c turns it
+ * into words (which plan, block, op, peer). */
+#define PCL_KHANG_OFFSET 64u
+#define PCL_KHANG_OP_EW 0xffffu /* the op index of the EW kernels: the block's fused program */
+typedef enum {
+  PCL_KWAIT_NONE = 0,    /* not in a wait (a FIFO push refused by the abort) */
+  PCL_KWAIT_LL16 = 1,    /* an LL16 packet: want = the call's flag, found = its first flag word */
+  PCL_KWAIT_LL8 = 2,     /* an LL8 packet: likewise */
+  PCL_KWAIT_SEM = 3,     /* a device semaphore: found = its count, want = 1 */
+  PCL_KWAIT_BARRIER = 4, /* a grid barrier: found = its generation, want = the one to leave */
+  PCL_KWAIT_FIFO = 5,    /* a port channel's FIFO tail: want / found = positions (low 32 bits) */
+  PCL_KWAIT_INBOUND = 6  /* a port channel's inbound signal count: want / found (low 32 bits) */
+} pcl_kwait_t;
+typedef struct PCL_KABI_ALIGN(16) {
+  uint32_t valid; /* 1 once the rest is written */
+  uint32_t err;   /* PCL_KERR_* */
+  uint32_t block, thread;
+  uint32_t op;   /* index in the block's ops, or PCL_KHANG_OP_EW */
+  uint32_t what; /* pcl_kwait_t */
+  uint32_t want, found;
+  uint64_t at;        /* device address waited on */
+  uint64_t prog;      /* the program (pcl_kargs_t.blocks): which plan and shape */
+  uint64_t waited_ns; /* from the wait's first timer check to giving up (0: abort before one) */
+  uint64_t reserved;
+} pcl_khang_t;
+PCL_KABI_ASSERT(sizeof(pcl_khang_t) == 64, "hang report layout");
+
 /* Kernel arguments, passed by value. User buffers are arguments (not baked into the program),
  * so one device program serves every buffer pair of the same shape. */
 typedef struct PCL_KABI_ALIGN(16) {

@@ -21,6 +21,9 @@ typedef struct {
   uint64_t start;
   uint32_t n;
   uint32_t dead;
+  /* For the hang report only (kernel_abi.h, pcl_khang_t): set on the slow path of each wait. */
+  const void *prog, *at;
+  uint32_t want, op, what;
 } pcl_kwatch_t;
 
 static __device__ __forceinline__ uint64_t pcl_kglobaltimer(void) {
@@ -36,6 +39,49 @@ static __device__ __forceinline__ void pcl_kwatch_init(pcl_kwatch_t *w, const pc
   w->start = 0;
   w->n = 0;
   w->dead = 0;
+  w->prog = a->blocks;
+  w->at = NULL;
+  w->want = w->op = w->what = 0;
+}
+
+/* What a wait is about to spin on, for the hang report; either watch type (pcl_kll_watch_t has
+ * the same fields). Called on slow paths only. */
+template <typename WATCH>
+static __device__ __forceinline__ void pcl_kwait_on(WATCH *w, const void *at, uint32_t want,
+                                                    uint32_t what) {
+  w->at = at;
+  w->want = want;
+  w->what = what;
+}
+
+/* Called once per context by the thread whose atomicCAS set the error word (kernel_abi.h). Out
+ * of line: the error path stays out of the spin loops' code. */
+static __device__ __noinline__ void pcl_khang_record(uint32_t *error, uint32_t err,
+                                                     const void *prog, uint32_t op, uint32_t what,
+                                                     const void *at, uint32_t want,
+                                                     uint64_t waited_ns) {
+  pcl_khang_t *h = (pcl_khang_t *)((char *)error + PCL_KHANG_OFFSET);
+  uint32_t found = 0;
+  if (at != NULL) {
+    if (what == PCL_KWAIT_LL16 || what == PCL_KWAIT_LL8)
+      found = ((const volatile uint32_t *)at)[1]; /* the (first) flag word of the packet */
+    else if (what == PCL_KWAIT_FIFO || what == PCL_KWAIT_INBOUND)
+      found = (uint32_t) * (const volatile uint64_t *)at;
+    else
+      found = *(const volatile uint32_t *)at;
+  }
+  h->err = err;
+  h->block = blockIdx.x;
+  h->thread = threadIdx.x;
+  h->op = op;
+  h->what = what;
+  h->want = want;
+  h->found = found;
+  h->at = (uint64_t)(uintptr_t)at;
+  h->prog = (uint64_t)(uintptr_t)prog;
+  h->waited_ns = waited_ns;
+  __threadfence_system();
+  *(volatile uint32_t *)&h->valid = 1u;
 }
 
 static __device__ __noinline__ int pcl_kwatch_check(pcl_kwatch_t *w) {
@@ -57,8 +103,9 @@ static __device__ __noinline__ int pcl_kwatch_check(pcl_kwatch_t *w) {
   }
   if (err == 0)
     return 0;
-  if (w->error != NULL)
-    atomicCAS((unsigned int *)w->error, 0u, err);
+  if (w->error != NULL && atomicCAS((unsigned int *)w->error, 0u, err) == 0u)
+    pcl_khang_record(w->error, err, w->prog, w->op, w->what, w->at, w->want,
+                     w->start ? pcl_kglobaltimer() - w->start : 0);
   __threadfence_system();
   w->dead = 1;
   return 1;
@@ -115,6 +162,7 @@ static __device__ __forceinline__ uint2 pcl_ll16_wait(const void *p, uint32_t fl
   uint2 v;
   if (pcl_ll16_read(p, flag, &v))
     return v;
+  pcl_kwait_on(w, p, flag, PCL_KWAIT_LL16);
   pcl_kwatch_begin(w);
   while (!pcl_ll16_read(p, flag, &v)) {
     if (pcl_kwatch_tick(w))
@@ -128,6 +176,7 @@ static __device__ __forceinline__ uint32_t pcl_ll8_wait(const void *p, uint32_t 
   uint32_t v;
   if (pcl_ll8_read(p, flag, &v))
     return v;
+  pcl_kwait_on(w, p, flag, PCL_KWAIT_LL8);
   pcl_kwatch_begin(w);
   while (!pcl_ll8_read(p, flag, &v)) {
     if (pcl_kwatch_tick(w))
@@ -162,6 +211,7 @@ static __device__ __forceinline__ void pcl_ksem_wait(uint64_t *inbound, uint64_t
                                                      int relaxed, pcl_kwatch_t *w) {
   uint64_t e = *expected + 1;
   *expected = e;
+  pcl_kwait_on(w, inbound, (uint32_t)e, PCL_KWAIT_INBOUND);
   pcl_kwatch_begin(w);
   for (;;) {
     uint64_t v = relaxed ? pcl_kload_relaxed_sys(inbound) : pcl_kload_acquire_sys(inbound);

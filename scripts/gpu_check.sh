@@ -107,6 +107,11 @@ if [ "$mode" = full ]; then
       while IFS= read -r l; do note "  $l"; done < <(grep '^|' "$logs/torch_tp_decode.log")
     fi
   fi
+  # TCP port channels between two processes through the real proxy, buffers in GPU memory.
+  timeout 180 build-gpu/bench/planccl-portbench -b 4K -e 16M -n 5 --lat-iters 500 --device \
+    >"$logs/portbench_device.log" 2>&1
+  note "planccl-portbench --device: rc $?"
+  while IFS= read -r l; do note "  $l"; done < <(grep -E '^#.*(latency|one way)' "$logs/portbench_device.log")
   if [ "$ngpus" -ge 2 ] && [ -x build-gpu/install/bin/planccl-bench ]; then
     # planccl, NCCL and NCCL with symmetric windows side by side; CSV and plots beside the log.
     build-gpu/install/bin/planccl-bench --coll all -b 1K -e 256M -f 4 -g 2 --baseline nccl \

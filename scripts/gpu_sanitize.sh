@@ -15,12 +15,12 @@ bin=$root/build-gpu/test/gpu/exec_plans
 [ -x "$bin" ] || { echo "build first: scripts/gpu_check.sh build" >&2; exit 1; }
 cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 [ -n "$cs" ] || { echo "compute-sanitizer not found: skipped" >&2; exit 77; }
-plans=${PCL_SANITIZE_PLANS:-2gpu_ll1_small_outofplace,allreduce_pkt,=allreduce,test_ar2_port_rppkt,test_ag2_port,reduce_pack_tbg,test_ar2_simple_barrier_tbg}
+plans=${PCL_SANITIZE_PLANS:-2gpu_ll1_small_outofplace,allreduce_pkt,=allreduce,test_ar2_port_rppkt,test_ar2_port_recspkt,test_ag2_port,reduce_pack_tbg,transfer_pack_tbg,test_ar2_simple_barrier_tbg,allreduce_2gpu_zerocopy_inplace}
 rc=0
 for tool in memcheck racecheck; do
   PCL_SOURCE_DIR=$root PLANCCL_SOCKET_IFNAME=lo PLANCCL_TIMEOUT_S=60 timeout "${PCL_SANITIZE_TIMEOUT:-150}" \
     "$cs" --tool $tool --report-api-errors no --error-exitcode 9 \
-    "$bin" --only thread --quick --no-graph --ranks 2 --max-bytes 65536 --filter "$plans" \
+    "$bin" --only thread --quick --no-graph --no-faults --no-latency --ranks 2 --max-bytes 65536 --filter "$plans" \
     >"$logs/sanitize_$tool.log" 2>&1
   r=$?
   echo "$tool: exit $r; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/sanitize_$tool.log" | tail -1); $(grep -E '^exec_plans: [0-9]+ passed' "$logs/sanitize_$tool.log")"

@@ -358,6 +358,9 @@ static ncclResult_t teardown(const char *fn, ncclComm_t comm, int abort, const v
      * destroy waits for this device's queued work, abort first stops our kernels. */
     pcl_abort_set(&c->abort_flag);
     pcl_setup_join(c, 1);
+    /* A child of a pass-through parent (split, shrink) never learnt its rank from planccl's
+     * bootstrap: ask the real communicator, still alive here, so the stats name it. */
+    pcl_comm_learn_ranks(c);
     pcl_stats_print(c);
     mine = c->pcl;
     c->pcl = NULL;

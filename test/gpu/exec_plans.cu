@@ -7,7 +7,7 @@
  * every kind also runs under CUDA graphs. With a GPU per rank the ranks also run as processes.
  * Usage: exec_plans [--only thread|proc] [--quick] [--port-kind ce|tcp] [--port-only]
  *   [--filter a,=b,..] (names containing a, or exactly b) [--ranks 2,4,8] [--max-bytes N]
- *   [--no-graph]
+ *   [--no-graph] [--no-faults] [--no-latency]
  * Exits 77 without a GPU; prints one summary row per plan and "N passed, N failed" last. */
 #include <dirent.h>
 #include <pthread.h>
@@ -27,7 +27,7 @@ extern "C" {
 #define XP_MAX_FILES 256
 #define XP_MAX_GROUPS 8
 
-xp_opts_t xp_opts = {0, PCL_TRANSPORT_CE, 0, 0, XP_MAX_MSG, NULL, 0};
+xp_opts_t xp_opts = {0, PCL_TRANSPORT_CE, 0, 0, 0, 0, XP_MAX_MSG, NULL, 0};
 
 static int name_selected(const char *name) {
   if (xp_opts.filter == NULL)
@@ -214,6 +214,20 @@ static int summarise(const xp_group_t *g, int *passed, int *failed, int *skipped
            "a plan too large to be co-resident refused", cv > 0 ? "ok" : "FAIL");
     cv > 0 ? (*passed)++ : ((*failed)++, bad++);
   }
+  for (int k = 0; k < r0->nfaults; k++) {
+    int v = 1;
+    for (int r = 0; r < g->nranks; r++)
+      v &= g->res[r].nfaults > k && g->res[r].fault[k].ok > 0;
+    char what[80];
+    snprintf(what, sizeof(what), "fault: %s", r0->fault[k].name);
+    printf("%-6s %5d %4d  %-45s %s", mode, g->nranks, g->rpn, what, v ? "ok" : "FAIL");
+    if (r0->fault[k].secs > 0)
+      printf(" (stopped in %.2f s)", r0->fault[k].secs);
+    printf("\n");
+    if ((!v || strstr(r0->fault[k].name, "cycles") != NULL) && r0->fault[k].detail[0])
+      printf("         %s\n", r0->fault[k].detail);
+    v ? (*passed)++ : ((*failed)++, bad++);
+  }
   for (int r = 0; r < g->nranks; r++) {
     if (g->res[r].first_fail[0])
       printf("         rank %d: %s\n", r, g->res[r].first_fail);
@@ -253,6 +267,10 @@ static int parse(int argc, char **argv, const char **only, const char **ranks) {
       xp_opts.quick = 1;
     else if (!strcmp(argv[i], "--no-graph"))
       xp_opts.no_graph = 1;
+    else if (!strcmp(argv[i], "--no-faults"))
+      xp_opts.no_faults = 1;
+    else if (!strcmp(argv[i], "--no-latency"))
+      xp_opts.no_latency = 1;
     else {
       fprintf(stderr, "exec_plans: unknown argument '%s'\n", argv[i]);
       return 1;

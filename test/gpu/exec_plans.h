@@ -15,6 +15,7 @@
 #define XP_ALT_CALLS 8            /* back-to-back calls of the alternation test */
 #define XP_ALT_MAX (128ull << 10) /* their largest message */
 #define XP_GRAPH_REPLAYS 50
+#define XP_MAX_FAULTS 8 /* kernel-fault scenarios */
 
 /* Plan kinds that each get one plan tested under CUDA graphs. */
 enum {
@@ -35,6 +36,8 @@ typedef struct {
   int port_kind; /* pcl_transport_kind_t inside an emulated host: CE or TCP */
   int port_only;
   int no_graph;
+  int no_faults;  /* skip the kernel-fault scenarios (exec_faults.cu) */
+  int no_latency; /* skip the graph latency (slow under compute-sanitizer) */
   uint64_t max_msg;
   const char *filter; /* comma-separated substrings of plan names; NULL = every plan */
   int ngpus;
@@ -57,6 +60,13 @@ typedef struct {
   int alt, two; /* alternation / two communicators: 1 ok, -1 failed, 0 not run */
   int cores;    /* the co-residency check: 1 ok, -1 failed, 0 not run */
   double lat_ll_1k, lat_nop1, lat_nop8;
+  int nfaults; /* kernel-fault scenarios run (exec_faults.cu) */
+  struct {
+    char name[64];
+    int ok;           /* 1 ok, -1 failed */
+    double secs;      /* rank 0: from launch (or abort) to the stream's end */
+    char detail[400]; /* rank 0: the hang report, or the failure */
+  } fault[XP_MAX_FAULTS];
   char first_fail[400];
   xp_plan_res_t plan[XP_MAX_PLANS];
 } xp_rank_res_t;

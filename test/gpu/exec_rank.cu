@@ -50,17 +50,10 @@ int xr_setup(xr_t *R) {
       pcfg.scratch_bytes = XR_SCRATCH_BYTES;
       CK(pcl_portchan_create(R->boot, &pcfg, &R->pc[k]));
     }
-    pcl_exec_config_t ecfg;
-    memset(&ecfg, 0, sizeof(ecfg));
-    ecfg.cuda_dev = R->dev;
-    ecfg.rank = rank;
-    ecfg.nranks = g->nranks;
-    ecfg.memchan = R->mc[k];
+    pcl_exec_config_t ecfg =
+        xr_exec_config(R, R->mc[k], R->scratch[k]->ptr,
+                       getenv("PLANCCL_TIMEOUT_S") ? atoi(getenv("PLANCCL_TIMEOUT_S")) : 10);
     ecfg.portchan = R->pc[k];
-    ecfg.scratch = R->scratch[k]->ptr;
-    ecfg.scratch_bytes = XR_SCRATCH_BYTES;
-    ecfg.timeout_s = getenv("PLANCCL_TIMEOUT_S") ? atoi(getenv("PLANCCL_TIMEOUT_S")) : 10;
-    ecfg.dev_ranks = g->dev_ranks;
     CK(pcl_exec_ctx_create(&ecfg, &R->ctx[k]));
     if (R->st[k] == NULL)
       CUCK(cudaStreamCreateWithFlags(&R->st[k], cudaStreamNonBlocking));
@@ -252,6 +245,31 @@ int xr_check(xr_t *R, int comm, const xr_case_t *c, const xp_ref_t *x, uint8_t *
  * output, reducescatter's output a slot of the input). */
 uint64_t xr_region_bytes(const xr_case_t *c) {
   return c->inplace && c->in_bytes > c->out_bytes ? c->in_bytes : c->out_bytes;
+}
+
+pcl_exec_config_t xr_exec_config(const xr_t *R, pcl_memchan_t *mc, void *scratch,
+                                 int64_t timeout_s) {
+  pcl_exec_config_t e;
+  memset(&e, 0, sizeof(e));
+  e.cuda_dev = R->dev;
+  e.rank = R->rank;
+  e.nranks = R->g->nranks;
+  e.memchan = mc;
+  e.scratch = scratch;
+  e.scratch_bytes = XR_SCRATCH_BYTES;
+  e.timeout_s = timeout_s;
+  e.dev_ranks = R->g->dev_ranks;
+  return e;
+}
+
+pcl_exec_args_t xr_args_1k(const xr_t *R) {
+  pcl_exec_args_t a;
+  memset(&a, 0, sizeof(a));
+  a.in = a.out = R->d_out;
+  a.in_bytes = a.out_bytes = 1024;
+  a.dtype = ncclFloat32;
+  a.op = ncclSum;
+  return a;
 }
 
 pcl_exec_args_t xr_args(const xr_case_t *c, uint8_t *in, uint8_t *out) {

@@ -48,6 +48,11 @@ int xs_run_plan(xr_t *R, const pcl_plan_t *pl, xp_plan_res_t *pr, plan_info_t *i
                 uint64_t *seed);
 int xs_run_graphs(xr_t *R, pcl_plan_t **plans, int np, plan_info_t *info);
 int xs_run_alternating(xr_t *R, pcl_plan_t **plans, int np);
+/* One case on comm 0 (R->ctx[0]): the simulator's reference, launch, check; *kerr = 1 when any
+ * rank's kernels recorded an error. Collective. */
+int xs_one_case(xr_t *R, xr_case_t *c, uint64_t seed, xp_plan_res_t *pr, int *kerr);
+/* exec_faults.cu: the kernel-fault scenarios (2 ranks): results in the group's fault rows. */
+int xf_run_faults(xr_t *R, pcl_plan_t **plans, int np);
 
 int xr_setup(xr_t *R); /* collective: channels, contexts, streams */
 void xr_teardown(xr_t *R);
@@ -57,6 +62,11 @@ void xr_bufs(const xr_t *R, const xr_case_t *c, uint8_t *din, uint8_t *dout, uin
              uint8_t **out);
 uint64_t xr_region_bytes(const xr_case_t *c);
 pcl_exec_args_t xr_args(const xr_case_t *c, uint8_t *in, uint8_t *out);
+/* In place on d_out, 1 KB of fp32 sums: the latency, co-residency and fault checks' call. */
+pcl_exec_args_t xr_args_1k(const xr_t *R);
+/* An executor config on (mc, scratch) of XR_SCRATCH_BYTES, no port channels. */
+pcl_exec_config_t xr_exec_config(const xr_t *R, pcl_memchan_t *mc, void *scratch,
+                                 int64_t timeout_s);
 int xr_launch(xr_t *R, int comm, const xr_case_t *c, const xp_ref_t *x, uint8_t *din,
               uint8_t *dout);
 int xr_check(xr_t *R, int comm, const xr_case_t *c, const xp_ref_t *x, uint8_t *din, uint8_t *dout,

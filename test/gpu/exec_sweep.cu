@@ -91,7 +91,7 @@ static int agree(xr_t *R, int mine, int *same) {
 }
 
 /* One case on comm 0: reference, launch, check, then every rank learns of kernel errors. */
-static int one_case(xr_t *R, xr_case_t *c, uint64_t seed, xp_plan_res_t *pr, int *kerr) {
+int xs_one_case(xr_t *R, xr_case_t *c, uint64_t seed, xp_plan_res_t *pr, int *kerr) {
   xp_ref_t *x = R->g->ref;
   int rank = R->rank;
   if (rank == 0)
@@ -179,7 +179,7 @@ int xs_run_plan(xr_t *R, const pcl_plan_t *pl, xp_plan_res_t *pr, plan_info_t *i
               continue;
             }
             int pass0 = pr->pass;
-            if (one_case(R, &c, (*seed)++, pr, &kerr))
+            if (xs_one_case(R, &c, (*seed)++, pr, &kerr))
               return 1;
             if (pr->pass > pass0 && !info->have_ok) { /* graph_case registers anew */
               info->first_ok = c;

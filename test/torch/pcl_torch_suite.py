@@ -231,6 +231,18 @@ def reduce_op(op, dev, factor=0.5, tensor_factor=False):
     return getattr(dist.ReduceOp, op)
 
 
+def premul_unchecked(c, world):
+    """PREMUL_SUM at world size 1 is called but not value-checked: PyTorch 2.11 with the real
+    NCCL 2.28.9 returns zeros there without planccl too (one H200, 2026-12-01), and planccl
+    forwards every call of a one-rank communicator, so there is nothing of planccl's to check."""
+    if world != 1 or not c.nccl:
+        return False
+    note = "PREMUL_SUM at world size 1 not value-checked (the real NCCL returns zeros there too)"
+    if note not in c.notes:
+        c.notes.append(note)
+    return True
+
+
 def refused_by_torch(e):
     """A refusal PyTorch makes before reaching NCCL (dtype/op it does not send), not a failure in
     the library underneath, which PyTorch raises as DistBackendError."""
@@ -297,6 +309,8 @@ def t_allreduce(c):
                 ex.call("AllReduce", count * per, elem, True,
                         op="premulsum" if op == "PREMUL_SUM" else op_name(op))
                 want = expect(dt, op, count, n, dev)
+                if op == "PREMUL_SUM" and premul_unchecked(c, n):
+                    continue
                 check(same(x, want), "all_reduce %s %s %d elements: got %s want %s" %
                       (name, op, count, x[:8].tolist(), want[:8].tolist()))
                 done.append((name, op))
@@ -390,6 +404,8 @@ def t_reducescatter(c):
                         raise
                     ex.call("ReduceScatter", count, elem, inplace,
                             op="premulsum" if op == "PREMUL_SUM" else op_name(op))
+                    if op == "PREMUL_SUM" and premul_unchecked(c, n):
+                        continue
                     check(same(got, want), "reduce_scatter_tensor %s %s %d inplace=%d" %
                           (name, op, count, inplace))
     count = 1024
@@ -703,7 +719,14 @@ def t_mem_registration(c):
         raise Skip("this torch has no torch.cuda.MemPool")
     g, ex = c.group("mem_registration")
     backend = g._get_backend(c.dev)
-    if not hasattr(backend, "register_mem_pool") or not hasattr(backend, "mem_allocator"):
+    try:
+        has = hasattr(backend, "register_mem_pool") and hasattr(backend, "mem_allocator")
+    except RuntimeError as e:
+        # The property raises PyTorch's own refusal, before any NCCL call: PyTorch 2.11 says "NCCL
+        # mem allocator is not supported in this NCCL version" without planccl too.
+        c.finish(g, ex)
+        raise Skip("this torch's NCCL mem allocator: %s" % e)
+    if not has:
         c.finish(g, ex)
         raise Skip("this torch has no ProcessGroupNCCL.register_mem_pool")
     n = ex.world

@@ -361,26 +361,36 @@ START_TEST(test_passthrough_stats_and_paths) {
   ck_assert_int_eq(st->group_depth, 1);
   ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
   ck_assert_int_eq(st->group_depth, 0);
+  /* A child split off the pass-through parent: pass-through too, with no bootstrap of its own,
+   * yet its stats name its rank (the real communicator's). */
+  ncclComm_t child;
+  ck_assert_int_eq(ncclCommSplit(comm, 0, 1, &child, NULL), ncclSuccess);
+  ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 8, ncclFloat, ncclSum, child, STREAM), ncclSuccess);
   fflush(stderr);
   int saved = dup(2);
   int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   dup2(fd, 2);
+  ck_assert_int_eq(ncclCommDestroy(child), ncclSuccess);
   ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
   fflush(stderr);
   dup2(saved, 2);
   close(fd);
   close(saved);
-  ck_assert_int_eq(count_in_file(log, "pass-through mode"), 1);
-  ck_assert_int_eq(count_in_file(log, "no CUDA device"), 1);
+  ck_assert_int_eq(count_in_file(log, "pass-through mode"), 2); /* the parent and the child */
+  ck_assert_int_eq(count_in_file(log, "no CUDA device"), 2);
   ck_assert_int_eq(count_in_file(log, "PLANCCL_FORCE_FALLBACK: unknown collective 'bogus'"), 1);
-  /* 16 and 20 bytes share size class 2^4: one line; 32 bytes another. */
-  ck_assert_int_eq(count_in_file(log, "pcl_path coll=AllReduce"), 2);
-  ck_assert_int_eq(count_in_file(log, "path=nccl (pass-through communicator)"), 2);
-  ck_assert_int_eq(count_in_file(err, "planccl stats: comm"), 1);
-  ck_assert_int_eq(count_in_file(err, "nccl (pass-through communicator)"), 1);
+  /* 16 and 20 bytes share size class 2^4: one line; 32 bytes another; the child's 32 bytes a
+   * third (one line per communicator and class). */
+  ck_assert_int_eq(count_in_file(log, "pcl_path coll=AllReduce"), 3);
+  ck_assert_int_eq(count_in_file(log, "path=nccl (pass-through communicator)"), 3);
+  ck_assert_int_eq(count_in_file(err, "planccl stats: comm"), 2);
+  ck_assert_int_eq(count_in_file(err, "nccl (pass-through communicator)"), 2);
   ck_assert_int_eq(count_in_file(err, "none (count 0)"), 1);
   ck_assert_int_eq(count_in_file(err, "nccl (collective not planned by planccl)"), 1);
   ck_assert_int_eq(count_in_file(err, "0 of 7 calls ran on plans"), 1);
+  ck_assert_int_eq(count_in_file(err, "rank 1 of 2, device"), 1); /* the child's */
+  ck_assert_int_eq(count_in_file(err, "rank -1"), 0);
+  ck_assert_int_eq(count_in_file(err, "rank 1: 0 of 1 calls ran on plans"), 1);
   shim_test_rmtree(dir);
   free(dir);
 }
