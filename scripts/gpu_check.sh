@@ -70,6 +70,14 @@ if [ "$mode" = full ]; then
   note "exec_plans --quick --filter ll1, PLANCCL_EW_KERNEL=0: rc $?, $(grep -E '^exec_plans: [0-9]+ passed' "$logs/exec_plans_ll.log" || echo 'no result')"
 fi
 
+# The soak: a million mixed planned allreduce calls on 2 ranks (plans, sizes, placements drawn
+# at random, each result checked on the GPU), GPU and host memory compared before and after.
+if [ "$mode" = full ]; then
+  PCL_SOURCE_DIR=$root timeout 300 build-gpu/test/gpu/exec_plans --ranks 2 \
+    --soak "${PCL_SOAK_CALLS:-1000000}" >"$logs/soak.log" 2>&1
+  note "soak: rc $?, $(grep -E '^  soak:' "$logs/soak.log" | head -1 || echo 'no result')"
+fi
+
 # A plan vs the hand-written kernel of its algorithm, same ranks, buffers and launch shape: on the
 # EW kernels (what users' calls take), the LL kernel (PLANCCL_EW_KERNEL=0), the interpreter
 # (PLANCCL_LL_KERNEL=0), and the phase breakdown from the PCL_KPROF build (its own timings carry

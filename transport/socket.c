@@ -347,6 +347,52 @@ ncclResult_t pcl_socket_accept(int listen_fd, const pcl_socket_wait_t *w, int *o
   }
 }
 
+/* The greeting of one accepted connection: 1 when all `len` bytes came before `end_ns`; quiet
+ * (the caller counts drops), since strangers are expected on a listening port. */
+static int read_greeting(int fd, void *greet, size_t len, uint64_t end_ns,
+                         const volatile uint32_t *abort_flag) {
+  size_t got = 0;
+  while (got < len) {
+    ssize_t n = recv(fd, (char *)greet + got, len - got, 0);
+    if (n > 0) {
+      got += (size_t)n;
+      continue;
+    }
+    if (n == 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
+      return 0; /* closed or failed */
+    if (errno == EINTR)
+      continue;
+    uint64_t now = pcl_socket_now_ns();
+    if (now >= end_ns || pcl_abort_requested(abort_flag))
+      return 0;
+    uint64_t left_ms = (end_ns - now) / 1000000ull + 1;
+    struct pollfd p = {.fd = fd, .events = POLLIN, .revents = 0};
+    (void)poll(&p, 1, left_ms < POLL_SLICE_MS ? (int)left_ms : POLL_SLICE_MS);
+  }
+  return 1;
+}
+
+ncclResult_t pcl_socket_accept_greeted(int listen_fd, const pcl_socket_wait_t *w, int greet_ms,
+                                       void *greet, size_t len,
+                                       int (*ok)(const void *greet, void *arg), void *arg,
+                                       int *out_fd, int *dropped) {
+  for (;;) {
+    int fd = -1;
+    PCL_CHECK(pcl_socket_accept(listen_fd, w, &fd));
+    uint64_t end = pcl_socket_now_ns() + (uint64_t)greet_ms * 1000000ull;
+    if (w->deadline_ns != 0 && end > w->deadline_ns)
+      end = w->deadline_ns;
+    if (read_greeting(fd, greet, len, end, w->abort_flag) && ok(greet, arg)) {
+      *out_fd = fd;
+      return ncclSuccess;
+    }
+    close(fd);
+    if (dropped != NULL)
+      (*dropped)++;
+    PCL_CHECK(pcl_socket_wait_check(w));
+  }
+}
+
 ncclResult_t pcl_socket_progress_send(int fd, const void *buf, size_t bytes, size_t *done,
                                       const char *what) {
   while (*done < bytes) {

@@ -49,6 +49,14 @@ ncclResult_t pcl_socket_listen(const pcl_sockaddr_t *addr, int *fd, pcl_sockaddr
 ncclResult_t pcl_socket_connect(const pcl_sockaddr_t *addr, const pcl_socket_wait_t *w, int *fd);
 /* Accepts one connection; non-blocking fd, TCP_NODELAY. */
 ncclResult_t pcl_socket_accept(int listen_fd, const pcl_socket_wait_t *w, int *fd);
+/* Accepts until a connection sends `len` greeting bytes (into greet) within greet_ms that
+ * ok(greet, arg) accepts; any other connection (silent, short, closed, wrong) is closed and
+ * counted in *dropped (may be NULL), so a stranger delays the real peer by greet_ms at most
+ * instead of holding the accept until w's deadline. Bounded by w (deadline, abort). */
+ncclResult_t pcl_socket_accept_greeted(int listen_fd, const pcl_socket_wait_t *w, int greet_ms,
+                                       void *greet, size_t len,
+                                       int (*ok)(const void *greet, void *arg), void *arg, int *fd,
+                                       int *dropped);
 
 ncclResult_t pcl_socket_send(int fd, const void *buf, size_t bytes, const pcl_socket_wait_t *w);
 ncclResult_t pcl_socket_recv(int fd, void *buf, size_t bytes, const pcl_socket_wait_t *w);

@@ -22,6 +22,7 @@
 #include "transport.h"
 
 #define TCP_MAGIC 0x70636c7463703031ull /* "pcltcp01" */
+#define TCP_GREET_MS 2000               /* a connection's time to greet before it is dropped */
 #define TCP_TAG (PCL_TRANSPORT_TAG_BASE + 2)
 #define STAGE_BYTES (4u << 20)
 
@@ -200,6 +201,11 @@ static void *rx_main(void *arg) {
   return NULL;
 }
 
+static int greet_ok(const void *got, void *want) {
+  const tcp_greet_t *g = got, *w = want;
+  return g->magic == w->magic && g->rank == w->rank && g->peer == w->peer;
+}
+
 static ncclResult_t tcp_connect(pcl_transport_ctx_t *ctx, int peer, void **out) {
   ncclResult_t res = ncclSuccess;
   tcp_conn_t *c = NULL;
@@ -227,15 +233,17 @@ static ncclResult_t tcp_connect(pcl_transport_ctx_t *ctx, int peer, void **out) 
     PCL_CHECK_GOTO(pcl_socket_listen(&local, &lfd, &bound), res, err);
     PCL_CHECK_GOTO(pcl_bootstrap_send(ctx->bootstrap, peer, TCP_TAG, &bound, sizeof(bound)), res,
                    err);
-    for (;;) {
-      PCL_CHECK_GOTO(pcl_socket_accept(lfd, &w, &c->fd), res, err);
-      if (pcl_socket_recv(c->fd, &pg, sizeof(pg), &w) == ncclSuccess && pg.magic == TCP_MAGIC &&
-          pg.rank == peer && pg.peer == ctx->rank)
-        break;
-      PCL_WARN(PCL_LOG_NET, "tcp rank %d: dropped a foreign connection while waiting for rank %d",
-               ctx->rank, peer);
-      pcl_socket_close(&c->fd);
-    }
+    /* A stranger on the port (silent or wrong) costs the real peer TCP_GREET_MS at most. */
+    tcp_greet_t want = {TCP_MAGIC, peer, ctx->rank};
+    int dropped = 0;
+    res = pcl_socket_accept_greeted(lfd, &w, TCP_GREET_MS, &pg, sizeof(pg), greet_ok, &want, &c->fd,
+                                    &dropped);
+    if (dropped > 0)
+      PCL_WARN(PCL_LOG_NET,
+               "tcp rank %d: dropped %d foreign connection(s) while waiting for rank %d", ctx->rank,
+               dropped, peer);
+    if (res != ncclSuccess)
+      goto err;
     pcl_socket_close(&lfd);
   } else {
     pcl_sockaddr_t addr;

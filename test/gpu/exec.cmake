@@ -10,11 +10,12 @@
 #   [--no-latency]
 # The 2-rank group ends with the kernel faults (exec_faults.cu): a rank that never launches or
 # stops between calls, an abort while a kernel spins; each must end with the error and a hang
-# report, and a fresh context must work after them.
+# report, and a fresh context must work after them. --soak N runs, instead of all that, N mixed
+# planned allreduce calls per group, each checked on the GPU (exec_soak.cu).
 if(TARGET pcl_exec AND TARGET pcl_kernels AND NOT PCL_SANITIZE)
   add_executable(exec_plans ${CMAKE_CURRENT_LIST_DIR}/exec_plans.cu
                  ${CMAKE_CURRENT_LIST_DIR}/exec_rank.cu ${CMAKE_CURRENT_LIST_DIR}/exec_sweep.cu
-                 ${CMAKE_CURRENT_LIST_DIR}/exec_faults.cu
+                 ${CMAKE_CURRENT_LIST_DIR}/exec_faults.cu ${CMAKE_CURRENT_LIST_DIR}/exec_soak.cu
                  ${CMAKE_CURRENT_LIST_DIR}/exec_rankmain.cu)
   pcl_target_defaults(exec_plans)
   pcl_use_private_headers(exec_plans executor) # sim_int.h: the simulator's dtype facts

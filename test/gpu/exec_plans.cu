@@ -7,7 +7,8 @@
  * every kind also runs under CUDA graphs. With a GPU per rank the ranks also run as processes.
  * Usage: exec_plans [--only thread|proc] [--quick] [--port-kind ce|tcp] [--port-only]
  *   [--filter a,=b,..] (names containing a, or exactly b) [--ranks 2,4,8] [--max-bytes N]
- *   [--no-graph] [--no-faults] [--no-latency]
+ *   [--no-graph] [--no-faults] [--no-latency] [--soak N] (N checked mixed calls per group, and
+ *   nothing else)
  * Exits 77 without a GPU; prints one summary row per plan and "N passed, N failed" last. */
 #include <dirent.h>
 #include <pthread.h>
@@ -27,7 +28,7 @@ extern "C" {
 #define XP_MAX_FILES 256
 #define XP_MAX_GROUPS 8
 
-xp_opts_t xp_opts = {0, PCL_TRANSPORT_CE, 0, 0, 0, 0, XP_MAX_MSG, NULL, 0};
+xp_opts_t xp_opts = {0, PCL_TRANSPORT_CE, 0, 0, 0, 0, 0, XP_MAX_MSG, NULL, 0};
 
 static int name_selected(const char *name) {
   if (xp_opts.filter == NULL)
@@ -224,7 +225,8 @@ static int summarise(const xp_group_t *g, int *passed, int *failed, int *skipped
     if (r0->fault[k].secs > 0)
       printf(" (stopped in %.2f s)", r0->fault[k].secs);
     printf("\n");
-    if ((!v || strstr(r0->fault[k].name, "cycles") != NULL) && r0->fault[k].detail[0])
+    int measured = strstr(r0->fault[k].name, "cycles") != NULL || xp_opts.soak > 0;
+    if ((!v || measured) && r0->fault[k].detail[0])
       printf("         %s\n", r0->fault[k].detail);
     v ? (*passed)++ : ((*failed)++, bad++);
   }
@@ -237,7 +239,7 @@ static int summarise(const xp_group_t *g, int *passed, int *failed, int *skipped
       (*failed)++, bad++;
     }
   }
-  if (g->rpn == g->nranks)
+  if (g->rpn == g->nranks && xp_opts.soak <= 0 && !xp_opts.no_latency)
     printf("%-6s %5d %4d  latency under graphs, us/call: LL allreduce 1 KB %.2f, nop 1x32 %.2f, "
            "nop 8x512 %.2f\n",
            mode, g->nranks, g->rpn, r0->lat_ll_1k, r0->lat_nop1, r0->lat_nop8);
@@ -271,7 +273,13 @@ static int parse(int argc, char **argv, const char **only, const char **ranks) {
       xp_opts.no_faults = 1;
     else if (!strcmp(argv[i], "--no-latency"))
       xp_opts.no_latency = 1;
-    else {
+    else if (!strcmp(argv[i], "--soak") && i + 1 < argc) {
+      xp_opts.soak = strtol(argv[++i], NULL, 0);
+      if (xp_opts.soak <= 0) {
+        fprintf(stderr, "exec_plans: --soak takes a positive call count\n");
+        return 1;
+      }
+    } else {
       fprintf(stderr, "exec_plans: unknown argument '%s'\n", argv[i]);
       return 1;
     }

@@ -38,6 +38,7 @@ typedef struct {
   int no_graph;
   int no_faults;  /* skip the kernel-fault scenarios (exec_faults.cu) */
   int no_latency; /* skip the graph latency (slow under compute-sanitizer) */
+  long soak;      /* > 0: each group runs only this many mixed checked calls (exec_soak.cu) */
   uint64_t max_msg;
   const char *filter; /* comma-separated substrings of plan names; NULL = every plan */
   int ngpus;

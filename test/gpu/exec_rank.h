@@ -53,6 +53,8 @@ int xs_run_alternating(xr_t *R, pcl_plan_t **plans, int np);
 int xs_one_case(xr_t *R, xr_case_t *c, uint64_t seed, xp_plan_res_t *pr, int *kerr);
 /* exec_faults.cu: the kernel-fault scenarios (2 ranks): results in the group's fault rows. */
 int xf_run_faults(xr_t *R, pcl_plan_t **plans, int np);
+/* exec_soak.cu: ncalls mixed planned allreduce calls checked on the GPU (one fault row). */
+int xk_run_soak(xr_t *R, pcl_plan_t **plans, int np, long ncalls);
 
 int xr_setup(xr_t *R); /* collective: channels, contexts, streams */
 void xr_teardown(xr_t *R);

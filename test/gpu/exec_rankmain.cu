@@ -178,7 +178,11 @@ int xp_rank_main(xp_group_t *g, int rank) {
   CUCK(cudaMalloc((void **)&R.d_out, XP_BUF_BYTES));
   R.h_out = (uint8_t *)malloc(XP_BUF_BYTES);
   uint64_t seed = 3; /* the simulator's seeds >= 3 schedule randomly (reproducibly) */
-  for (int p = 0; p < np && rc == 0; p++) {
+  /* --soak: the soak alone (exec_soak.cu); otherwise every test below. */
+  const int full = xp_opts.soak <= 0;
+  if (!full)
+    rc = xk_run_soak(&R, plans, np, xp_opts.soak);
+  for (int p = 0; full && p < np && rc == 0; p++) {
     rc = xs_run_plan(&R, plans[p], &res->plan[p], &info[p], &seed);
     res->nplans = p + 1;
     if (rank == 0) {
@@ -188,16 +192,16 @@ int xp_rank_main(xp_group_t *g, int rank) {
       fflush(stdout);
     }
   }
-  if (rc == 0 && !xp_opts.no_graph)
+  if (rc == 0 && full && !xp_opts.no_graph)
     rc = xs_run_graphs(&R, plans, np, info);
-  if (rc == 0)
+  if (rc == 0 && full)
     rc = xs_run_alternating(&R, plans, np);
-  if (rc == 0 && g->rpn == g->nranks && !xp_opts.no_latency)
+  if (rc == 0 && full && g->rpn == g->nranks && !xp_opts.no_latency)
     rc = run_latency(&R, plans, np);
-  if (rc == 0 && g->rpn == g->nranks)
+  if (rc == 0 && full && g->rpn == g->nranks)
     rc = check_coresidency(&R);
   /* Last: they leave the scratch zeroed and comm 0's context behind the flags of theirs. */
-  if (rc == 0 && g->nranks == 2 && g->rpn == 2 && !xp_opts.no_faults)
+  if (rc == 0 && full && g->nranks == 2 && g->rpn == 2 && !xp_opts.no_faults)
     rc = xf_run_faults(&R, plans, np);
   cudaDeviceSynchronize();
   if (R.boot != NULL)

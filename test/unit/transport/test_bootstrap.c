@@ -395,6 +395,80 @@ START_TEST(test_socket_ipv6) {
 }
 END_TEST
 
+typedef struct {
+  uint64_t magic;
+  int32_t a, b;
+} greet_t;
+
+static int greet_ok(const void *got, void *want) {
+  return memcmp(got, want, sizeof(greet_t)) == 0;
+}
+
+static int client(const pcl_sockaddr_t *to, const void *bytes, size_t n) {
+  pcl_socket_wait_t w = pcl_socket_wait_default(NULL, "greeting test client");
+  int fd = -1;
+  ck_assert_int_eq(pcl_socket_connect(to, &w, &fd), ncclSuccess);
+  if (n > 0)
+    ck_assert_int_eq(pcl_socket_send(fd, bytes, n, &w), ncclSuccess);
+  return fd;
+}
+
+/* A listener waiting for one greeting: strangers before the real peer (silent, short, closed,
+ * wrong bytes) are dropped after the greeting time each, not held until the overall deadline;
+ * with only a silent stranger the call ends at its deadline; the abort flag ends it too. */
+START_TEST(test_accept_greeted) {
+  pcl_sockaddr_t a, bound;
+  char name[64];
+  int lfd = -1, fd = -1, dropped = 0;
+  ck_assert_int_eq(pcl_socket_find_interface(name, sizeof(name), &a), ncclSuccess);
+  ck_assert_int_eq(pcl_socket_listen(&a, &lfd, &bound), ncclSuccess);
+  greet_t want = {0x1122334455667788ull, 3, 4}, wrong = {0x1122334455667788ull, 3, 5}, got;
+  int silent = client(&bound, NULL, 0);
+  int shortc = client(&bound, &want, 5);
+  int closed = client(&bound, &want, 3);
+  pcl_socket_close(&closed);
+  int bad = client(&bound, &wrong, sizeof(wrong));
+  int good = client(&bound, &want, sizeof(want));
+  pcl_socket_wait_t w = pcl_socket_wait_default(NULL, "greeting test");
+  double t0 = pcl_mp_now();
+  ck_assert_int_eq(
+      pcl_socket_accept_greeted(lfd, &w, 300, &got, sizeof(got), greet_ok, &want, &fd, &dropped),
+      ncclSuccess);
+  double took = pcl_mp_now() - t0;
+  ck_assert_int_eq(dropped, 4);
+  ck_assert_msg(took < 2.5, "four strangers held the real peer for %.2f s", took);
+  /* The connection returned is the real peer's. */
+  char c = 'x', r = 0;
+  ck_assert_int_eq(pcl_socket_send(good, &c, 1, &w), ncclSuccess);
+  ck_assert_int_eq(pcl_socket_recv(fd, &r, 1, &w), ncclSuccess);
+  ck_assert_int_eq(r, 'x');
+  pcl_socket_close(&fd);
+  /* Only a silent stranger: the overall deadline ends the wait. */
+  int lone = client(&bound, NULL, 0);
+  pcl_socket_wait_t w1 = w;
+  w1.deadline_ns = pcl_socket_now_ns() + 700000000ull;
+  t0 = pcl_mp_now();
+  ck_assert_int_ne(
+      pcl_socket_accept_greeted(lfd, &w1, 5000, &got, sizeof(got), greet_ok, &want, &fd, NULL),
+      ncclSuccess);
+  took = pcl_mp_now() - t0;
+  ck_assert_msg(took > 0.5 && took < 2.0, "deadline of 0.7 s took %.2f s", took);
+  /* Abort: ends a wait with nobody connecting. */
+  volatile uint32_t abort_flag = 1;
+  pcl_socket_wait_t w2 = pcl_socket_wait_default(&abort_flag, "greeting test (abort)");
+  ck_assert_int_ne(
+      pcl_socket_accept_greeted(lfd, &w2, 5000, &got, sizeof(got), greet_ok, &want, &fd, NULL),
+      ncclSuccess);
+  pcl_socket_close(&lone);
+  pcl_socket_close(&silent);
+  pcl_socket_close(&shortc);
+  pcl_socket_close(&bad);
+  pcl_socket_close(&good);
+  pcl_socket_close(&lfd);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 #define ADD_TAGGED(t, tags)                                                                        \
   do {                                                                                             \
     TCase *tc = tcase_create(#t);                                                                  \
@@ -413,6 +487,7 @@ int main(void) {
   Suite *s = suite_create("bootstrap");
   ADD_NOFORK(test_ifname_match);
   ADD_NOFORK(test_socket_ipv6);
+  ADD_NOFORK(test_accept_greeted);
   ADD_NOFORK(test_single_rank);
   ADD(test_fork_2);
   ADD(test_fork_3);
