@@ -7,14 +7,19 @@
 # gpu; those that need two devices skip with 77 below that), the PyTorch suite (world size 1 on
 # one GPU), and with 2+ GPUs the tensor-parallel decode benchmark and the side-by-side benchmark
 # (planccl, NCCL, NCCL with symmetric windows); prints a summary table last.
-# Usage: scripts/gpu_check.sh [quick|build|full]   (quick: exec_plans --quick and the benchmark
-# only; build: build only; full, the default: everything). Logs go to $OUT or build-gpu/logs.
+# Usage: scripts/gpu_check.sh [quick|build|core|full]   (quick: exec_plans --quick and the
+# benchmark only; build: build only; core: everything but the LL-kernel rerun and the refbench's
+# extra variants, about 8 minutes on one H200 with the build, so it fits one 10-minute device
+# call; full, the default: everything). Logs go to $OUT or build-gpu/logs.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PLANCCL_SOCKET_IFNAME=${PLANCCL_SOCKET_IFNAME:-lo}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 mode=${1:-full}
+# Stages that core and full both run.
+more=0
+[ "$mode" = full ] || [ "$mode" = core ] && more=1
 logs=${OUT:-$root/build-gpu/logs}
 mkdir -p "$logs"
 summary=()
@@ -72,7 +77,7 @@ fi
 
 # The soak: a million mixed planned allreduce calls on 2 ranks (plans, sizes, placements drawn
 # at random, each result checked on the GPU), GPU and host memory compared before and after.
-if [ "$mode" = full ]; then
+if [ $more = 1 ]; then
   PCL_SOURCE_DIR=$root timeout 300 build-gpu/test/gpu/exec_plans --ranks 2 \
     --soak "${PCL_SOAK_CALLS:-1000000}" >"$logs/soak.log" 2>&1
   note "soak: rc $?, $(grep -E '^  soak:' "$logs/soak.log" | head -1 || echo 'no result')"
@@ -83,7 +88,9 @@ fi
 # (PLANCCL_LL_KERNEL=0), and the phase breakdown from the PCL_KPROF build (its own timings carry
 # the timers' cost).
 # PCL_REFBENCH_VARIANTS picks some of: ew ll interp prof-ew prof-ll prof-interp.
-for v in ${PCL_REFBENCH_VARIANTS:-ew ll interp prof-ew prof-ll}; do
+variants="ew ll interp prof-ew prof-ll"
+[ "$mode" = core ] && variants="ew"
+for v in ${PCL_REFBENCH_VARIANTS:-$variants}; do
   case $v in prof-*) set -- build-gpu-prof "${v#prof-}" ;; *) set -- build-gpu "$v" ;; esac
   ll=1; ew=1
   [ "$2" = interp ] && ll=0
@@ -96,7 +103,7 @@ for v in ${PCL_REFBENCH_VARIANTS:-ew ll interp prof-ew prof-ll}; do
   note "refbench ($1, $2): $(grep -E '^REFBENCH' "$logs/refbench_$1_$2.log" || echo 'no result')"
 done
 
-if [ "$mode" = full ]; then
+if [ $more = 1 ]; then
   # The other GPU tests (exec_plans ran above); two-device tests skip with 77 on one GPU.
   ( cd build-gpu && ctest -L gpu -E '^exec_plans$' -V --timeout 300 ${PCL_GPU_CTEST_ARGS:-} ) \
     >"$logs/gpu_tests.log" 2>&1
