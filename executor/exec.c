@@ -35,7 +35,7 @@ PCL_KABI_ASSERT(PCL_KHANG_OFFSET >= 2 * sizeof(uint32_t), "hang report after the
 
 struct pcl_exec_userbuf {
   pcl_exec_ctx_t *ctx;
-  pcl_memchan_buf_t *buf[2]; /* input, output (the same registration when in == out) */
+  pcl_memchan_buf_t *buf[2]; /* input, output: registered apart even when in == out (exec.h) */
   uint32_t port_id[2];       /* port-channel memory ids of input, output (PCL_KABI_NO_MEM) */
 };
 
@@ -169,9 +169,8 @@ void pcl_exec_userbuf_destroy(pcl_exec_userbuf_t *u) {
     return;
   /* Programs bound to these buffers go too: a later registration may reuse the address of u. */
   drop_progs(u->ctx, NULL, u);
-  if (u->ctx->cfg.portchan != NULL) {
-    if (u->port_id[1] != u->port_id[0])
-      pcl_portchan_buf_release(u->ctx->cfg.portchan, u->port_id[1]);
+  if (u->ctx->cfg.portchan != NULL) { /* an id never registered (PCL_KABI_NO_MEM) is ignored */
+    pcl_portchan_buf_release(u->ctx->cfg.portchan, u->port_id[1]);
     pcl_portchan_buf_release(u->ctx->cfg.portchan, u->port_id[0]);
   }
   pcl_memchan_buf_release(u->buf[1]);

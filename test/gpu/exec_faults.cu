@@ -5,24 +5,14 @@
  * flag and peer, and the GPU must run a fresh context correctly afterwards. Then 1,000
  * create/destroy cycles of channels and contexts must leave descriptors, threads, host and GPU
  * memory where they were. */
-#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include <cuda_runtime.h>
 #include "exec_rank.h"
-extern "C" {
-#include "alloc.h"
-}
 
 #include "gpu_test_check.h"
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* A context of its own on comm 0's channels and scratch, zeroed first (a failed call leaves
  * packets of flag 1 behind, which a fresh context's first call would take for its own).
@@ -91,16 +81,16 @@ static int run_scenario(xr_t *R, const pcl_plan_t *pl, const scenario_t *s, int 
   double waited = 0;
   if (rank == 0) {
     CK(pcl_exec_launch(ctx, pl, &a, R->st[0]));
-    double t0 = now_s();
+    double t0 = xr_now_s();
     if (s->abort) {
       usleep(300 * 1000);
       /* Still spinning (no timeout): only the abort ends it. */
       ok &= cudaStreamQuery(R->st[0]) == cudaErrorNotReady;
-      t0 = now_s();
+      t0 = xr_now_s();
       pcl_exec_abort(ctx);
     }
     CUCK(cudaStreamSynchronize(R->st[0]));
-    waited = now_s() - t0;
+    waited = xr_now_s() - t0;
     uint32_t kerr = 0;
     ncclResult_t e = pcl_exec_async_error(ctx, &kerr);
     ok &= s->abort ? e == ncclInvalidUsage && kerr == PCL_KERR_ABORT
@@ -159,42 +149,13 @@ static int usable_after(xr_t *R, const pcl_plan_t *pl, uint64_t seed, int k) {
   return rc;
 }
 
-/* What the process holds: open descriptors, threads, resident KiB, pcl_* allocations, and the
- * GPU's free bytes. */
-typedef struct {
-  long fds, threads, rss_kib, allocs;
-  size_t gpu_free;
-} usage_t;
-
-static void usage_now(usage_t *u) {
-  memset(u, 0, sizeof(*u));
-  DIR *d = opendir("/proc/self/fd");
-  if (d != NULL) {
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-      u->fds += e->d_name[0] != '.';
-    closedir(d);
-    u->fds--; /* opendir's own */
-  }
-  FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
-  while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-    sscanf(line, "Threads: %ld", &u->threads);
-    sscanf(line, "VmRSS: %ld", &u->rss_kib);
-  }
-  if (f != NULL)
-    fclose(f);
-  u->allocs = (long)pcl_alloc_outstanding();
-  size_t total = 0;
-  cudaMemGetInfo(&u->gpu_free, &total);
-}
-
 /* 1,000 cycles of memory channels + context + a built program, created and destroyed by both
  * ranks together. Measured by rank 0 at barriers (both ranks' resources are then made or gone)
  * after 20 warm-up cycles (the runtime's and the driver's one-time pools) and at the end. */
 static int cycles(xr_t *R, const pcl_plan_t *pl, int k, int n) {
   int rank = R->rank;
   xp_rank_res_t *res = &R->g->res[rank];
-  usage_t u0, um, u1;
+  xr_usage_t u0, um, u1;
   pcl_exec_args_t a = xr_args_1k(R);
   char name[64];
   snprintf(name, sizeof(name), "%d channel + context cycles leak nothing", n);
@@ -203,9 +164,9 @@ static int cycles(xr_t *R, const pcl_plan_t *pl, int k, int n) {
   for (int i = 0; i < n + 20; i++) {
     if (i == 20 || i == 20 + n / 2) {
       CK(pcl_bootstrap_barrier(R->boot));
-      usage_now(i == 20 ? &u0 : &um);
+      xr_usage_now(i == 20 ? &u0 : &um);
       if (i == 20)
-        t0 = now_s();
+        t0 = xr_now_s();
     }
     pcl_memchan_t *mc = NULL;
     pcl_exec_ctx_t *ctx = NULL;
@@ -223,8 +184,8 @@ static int cycles(xr_t *R, const pcl_plan_t *pl, int k, int n) {
     pcl_memchan_destroy(mc);
   }
   CK(pcl_bootstrap_barrier(R->boot));
-  usage_now(&u1);
-  double secs = now_s() - t0;
+  xr_usage_now(&u1);
+  double secs = xr_now_s() - t0;
   CK(pcl_bootstrap_barrier(R->boot)); /* rank 1 measures nothing: keep both ranks here */
   /* Flat: the same descriptors, threads and allocations; the GPU within 2 MiB (the driver's
    * granularity), resident memory within 8 MiB (the heap's high water mark). */

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * One rank of an exec_plans group: its channels and executor contexts (on GPU rank % ngpus), and
  * the per-plan case sweep whose every output must equal the CPU simulator's bit for bit. */
+#include <dirent.h>
 #include <math.h>
+#include <time.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 #include "exec_rank.h"
 #include "transport.h"
 extern "C" {
+#include "alloc.h"
 #include "sim.h"
 #include "sim_int.h" /* dtype facts of the simulator */
 }
@@ -245,6 +248,34 @@ int xr_check(xr_t *R, int comm, const xr_case_t *c, const xp_ref_t *x, uint8_t *
  * output, reducescatter's output a slot of the input). */
 uint64_t xr_region_bytes(const xr_case_t *c) {
   return c->inplace && c->in_bytes > c->out_bytes ? c->in_bytes : c->out_bytes;
+}
+
+double xr_now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+void xr_usage_now(xr_usage_t *u) {
+  memset(u, 0, sizeof(*u));
+  DIR *d = opendir("/proc/self/fd");
+  if (d != NULL) {
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+      u->fds += e->d_name[0] != '.';
+    closedir(d);
+    u->fds--; /* opendir's own */
+  }
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+    sscanf(line, "Threads: %ld", &u->threads);
+    sscanf(line, "VmRSS: %ld", &u->rss_kib);
+  }
+  if (f != NULL)
+    fclose(f);
+  u->allocs = (long)pcl_alloc_outstanding();
+  size_t total = 0;
+  cudaMemGetInfo(&u->gpu_free, &total);
 }
 
 pcl_exec_config_t xr_exec_config(const xr_t *R, pcl_memchan_t *mc, void *scratch,

@@ -64,6 +64,15 @@ void xr_bufs(const xr_t *R, const xr_case_t *c, uint8_t *din, uint8_t *dout, uin
              uint8_t **out);
 uint64_t xr_region_bytes(const xr_case_t *c);
 pcl_exec_args_t xr_args(const xr_case_t *c, uint8_t *in, uint8_t *out);
+/* What the process holds, for the leak checks (exec_faults.cu, exec_soak.cu): open descriptors,
+ * threads, resident KiB, pcl_* allocations, the GPU's free bytes. */
+typedef struct {
+  long fds, threads, rss_kib, allocs;
+  size_t gpu_free;
+} xr_usage_t;
+void xr_usage_now(xr_usage_t *u);
+double xr_now_s(void); /* CLOCK_MONOTONIC seconds */
+
 /* In place on d_out, 1 KB of fp32 sums: the latency, co-residency and fault checks' call. */
 pcl_exec_args_t xr_args_1k(const xr_t *R);
 /* An executor config on (mc, scratch) of XR_SCRATCH_BYTES, no port channels. */

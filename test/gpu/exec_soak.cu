@@ -5,7 +5,6 @@
  * small integers in fp32, so the sum is exact in any order and needs no simulator. */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <cuda_runtime.h>
 #include "exec_rank.h"
 
@@ -42,23 +41,6 @@ static __global__ void soak_check(const float *out, uint32_t n, uint32_t nranks,
       atomicCAS(&bad[1], 0ull, (unsigned long long)k + 1ull);
     }
   }
-}
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static long rss_kib(void) {
-  long v = -1;
-  char line[256];
-  FILE *f = fopen("/proc/self/status", "r");
-  while (f != NULL && fgets(line, sizeof(line), f) != NULL)
-    sscanf(line, "VmRSS: %ld", &v);
-  if (f != NULL)
-    fclose(f);
-  return v;
 }
 
 /* Every (allreduce plan, size, placement) this context runs with fp32 sums and no registered
@@ -114,11 +96,10 @@ int xk_run_soak(xr_t *R, pcl_plan_t **plans, int np, long ncalls) {
   CUCK(cudaMalloc((void **)&d_bad, sizeof(h_bad)));
   CUCK(cudaMemset(d_bad, 0, sizeof(h_bad)));
   CK(pcl_bootstrap_barrier(R->boot));
-  size_t free0 = 0, free1 = 0, total = 0;
-  CUCK(cudaMemGetInfo(&free0, &total));
-  long rss0 = rss_kib();
+  xr_usage_t u0, u1;
+  xr_usage_now(&u0);
   uint64_t rng = 0x9e3779b97f4a7c15ull; /* the same sequence on every rank */
-  double t0 = now_s();
+  double t0 = xr_now_s();
   long k;
   for (k = 0; k < ncalls; k++) {
     rng ^= rng << 13;
@@ -142,17 +123,16 @@ int xk_run_soak(xr_t *R, pcl_plan_t **plans, int np, long ncalls) {
         break;
     }
   }
-  double secs = now_s() - t0;
+  double secs = xr_now_s() - t0;
   CUCK(cudaStreamSynchronize(R->st[0]));
   CK(pcl_bootstrap_barrier(R->boot));
-  CUCK(cudaMemGetInfo(&free1, &total));
-  long rss1 = rss_kib();
+  xr_usage_now(&u1);
   uint32_t kerr = 0;
   pcl_exec_async_error(R->ctx[0], &kerr);
   const long done = k < ncalls ? k + 1 : ncalls;
   /* GPU memory within 2 MiB and RSS within 8 MiB (allocator granularity, heap high water). */
-  int ok = done == ncalls && h_bad[0] == 0 && kerr == 0 && free1 + (2u << 20) >= free0 &&
-           rss1 - rss0 < 8192;
+  int ok = done == ncalls && h_bad[0] == 0 && kerr == 0 &&
+           u1.gpu_free + (2u << 20) >= u0.gpu_free && u1.rss_kib - u0.rss_kib < 8192;
   char first[48] = "";
   if (h_bad[1] != 0)
     snprintf(first, sizeof(first), " (first in call %llu)", h_bad[1] - 1);
@@ -160,7 +140,7 @@ int xk_run_soak(xr_t *R, pcl_plan_t **plans, int np, long ncalls) {
            "%ld of %ld calls over %d shapes in %.1f s (%.2f us/call), %llu wrong elements%s, "
            "kernel error %u, GPU free %zu -> %zu MiB, RSS %ld -> %ld KiB",
            done, ncalls, ns, secs, secs * 1e6 / (double)(done ? done : 1), h_bad[0], first, kerr,
-           free0 >> 20, free1 >> 20, rss0, rss1);
+           u0.gpu_free >> 20, u1.gpu_free >> 20, u0.rss_kib, u1.rss_kib);
   if (rank == 0) {
     printf("  soak: %s\n", res->fault[0].detail);
     fflush(stdout);
