@@ -60,7 +60,7 @@ typedef struct {
 typedef struct {
   double us[RB_KINDS]; /* kernel time per call; < 0: not measured */
 #ifdef PCL_KPROF
-  pcl_kprof_t prof[2]; /* phase timing of block 0 over the timed replays: plan, nop plan */
+  pcl_kprof_t prof[3]; /* phase timing of block 0 over the timed replays: plan, nop, reference */
 #endif
   long bad[2];        /* mismatching floats of the plan / reference check; -1: not checked */
   int failed;         /* the case's plan was refused */
@@ -99,6 +99,9 @@ typedef struct {
   uint32_t *ref_err;
   float *h_in, *h_out;
   pcl_ref_args_t ref;
+#ifdef PCL_KPROF
+  pcl_kprof_t *d_refprof; /* the reference's phase timers (RB_REF calls only) */
+#endif
 } rb_rank_t;
 
 static rb_opts_t g_o;
@@ -209,6 +212,9 @@ static int rb_launch(rb_rank_t *R, const rb_case_t *c, int kind) {
     R->ref.in = in;
     R->ref.out = out;
     R->ref.bytes = kind == RB_REF ? c->bytes : 0;
+#ifdef PCL_KPROF
+    R->ref.prof = kind == RB_REF ? R->d_refprof : NULL;
+#endif
     RB_CUCK(pcl_ref_allreduce_launch(R->run->nranks, &R->ref, c->blocks, c->threads, R->st));
     return 0;
   default:
@@ -290,6 +296,9 @@ static int rb_time(rb_rank_t *R, int ci, int kind) {
     pcl_kprof_t prof;
     if (kind == RB_PLAN || kind == RB_NOP)
       pcl_exec_prof_read(R->ctx, &prof, 1); /* the timed replays alone */
+    if (kind == RB_REF && (cudaMemsetAsync(R->d_refprof, 0, sizeof(prof), R->st) != cudaSuccess ||
+                           cudaStreamSynchronize(R->st) != cudaSuccess))
+      (void)cudaGetLastError(); /* the breakdown is then missing, the timing still valid */
 #endif
     e = cudaEventRecord(R->e0, R->st);
     for (int i = 0; i < g_o.reps && e == cudaSuccess; i++)
@@ -306,6 +315,12 @@ static int rb_time(rb_rank_t *R, int ci, int kind) {
 #ifdef PCL_KPROF
   if (rc == 0 && (kind == RB_PLAN || kind == RB_NOP))
     pcl_exec_prof_read(R->ctx, &R->run->res[R->rank][ci].prof[kind == RB_NOP], 1);
+  /* On R->st: the legacy stream's implicit synchronisation is no place next to spinning peers. */
+  if (rc == 0 && kind == RB_REF &&
+      (cudaMemcpyAsync(&R->run->res[R->rank][ci].prof[2], R->d_refprof, sizeof(pcl_kprof_t),
+                       cudaMemcpyDeviceToHost, R->st) != cudaSuccess ||
+       cudaStreamSynchronize(R->st) != cudaSuccess))
+    (void)cudaGetLastError();
 #endif
   cudaGraphExecDestroy(ge);
   if (rc == 2)
@@ -413,6 +428,10 @@ static int rb_rank_setup(rb_rank_t *R) {
   RB_CUCK(cudaMalloc((void **)&R->ref_scratch, 2 * run->ref_half_bytes));
   RB_CUCK(cudaMalloc((void **)&R->ref_flags, PCL_REF_MAX_SLOTS * sizeof(uint64_t)));
   RB_CUCK(cudaMalloc((void **)&R->ref_err, sizeof(uint32_t)));
+#ifdef PCL_KPROF
+  RB_CUCK(cudaMalloc((void **)&R->d_refprof, sizeof(pcl_kprof_t)));
+  RB_CUCK(cudaMemsetAsync(R->d_refprof, 0, sizeof(pcl_kprof_t), R->st));
+#endif
   /* On R->st, not the legacy stream (which a non-blocking stream does not wait for), and done
    * before the barrier below: peers write this scratch as soon as they know its address. */
   RB_CUCK(cudaMemsetAsync(R->ref_scratch, 0, 2 * run->ref_half_bytes, R->st));
@@ -459,6 +478,9 @@ static void rb_rank_teardown(rb_rank_t *R) {
   cudaFree(R->ref_scratch);
   cudaFree(R->ref_flags);
   cudaFree(R->ref_err);
+#ifdef PCL_KPROF
+  cudaFree(R->d_refprof);
+#endif
   free(R->h_in);
   free(R->h_out);
   pcl_bootstrap_destroy(R->boot);
@@ -970,6 +992,7 @@ static void rb_report(rb_summary_t *sum) {
 #ifdef PCL_KPROF
     if (!g_o.csv) {
       rb_print_prof("plan", &g_run.res[0][ci].prof[0]);
+      rb_print_prof("ref", &g_run.res[0][ci].prof[2]);
       rb_print_prof("nop", &g_run.res[0][ci].prof[1]);
     }
 #endif

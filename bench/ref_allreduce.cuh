@@ -7,6 +7,12 @@
 #include <stdint.h>
 #include <cuda_runtime.h>
 #include "packet.cuh"
+#ifdef PCL_KPROF
+#include "exec_end.cuh" /* the plan kernels' phase timers, so both sides are timed alike */
+#define PCL_REF_PROF(x) x
+#else
+#define PCL_REF_PROF(x)
+#endif
 
 #define PCL_REF_MAX_RANKS 8
 /* Flag slots per rank: the largest grid the reference accepts (>= PCL_PLAN_MAX_BLOCKS). */
@@ -31,6 +37,9 @@ typedef struct {
   uint32_t *error; /* device word: PCL_REF_ERR_TIMEOUT once any spin gave up */
   uint64_t timeout_ns;
   int rank;
+#ifdef PCL_KPROF
+  pcl_kprof_t *prof; /* block 0's phases (ready, puts, reduce, tail), as the plan kernels' */
+#endif
 } pcl_ref_args_t;
 
 /* LL16 packets and the global timer: the executor's own primitives (kernels/packet.cuh), so the
@@ -97,6 +106,7 @@ template <int NR>
  * whole argument block into every thread's local memory to index it. */
 __global__ void __launch_bounds__(1024)
     pcl_ref_allreduce_ll16(const __grid_constant__ pcl_ref_args_t a) {
+  PCL_REF_PROF(PCL_KPROF_ENTRY);
   const uint32_t b = blockIdx.x, nb = gridDim.x;
   const uint64_t f64 = *(volatile const uint64_t *)&a.flags[b] + 1;
   const uint32_t flag = (uint32_t)f64;
@@ -115,12 +125,14 @@ __global__ void __launch_bounds__(1024)
 #pragma unroll
   for (int k = 1; k < NR; k++)
     dst[k] = a.scratch[(me + k) % NR] + half + (uint64_t)me * slot + (uint64_t)w0 * 16;
+  PCL_REF_PROF(PCL_KPROF_STAMP(prof_ready));
   for (uint32_t i = threadIdx.x; i < nw; i += blockDim.x) {
     const uint2 v = in[i];
 #pragma unroll
     for (int k = 1; k < NR; k++)
       pcl_ll16_store(dst[k] + (uint64_t)i * 16, v, flag);
   }
+  PCL_REF_PROF(prof_op[0] = clock64());
 
   /* Phase 2: out = x0 + x1 + ... + x(NR-1) in rank order (what the N-rank plans compute, so
    * every rank gets bit-identical sums), own term from the input, the others from the packets
@@ -153,12 +165,14 @@ __global__ void __launch_bounds__(1024)
     }
     out[i] = make_uint2(__float_as_uint(x), __float_as_uint(y));
   }
+  PCL_REF_PROF(prof_op[1] = clock64());
 
   /* Advance the flag (protocol above): the barrier orders every thread's read of slot[b] before
    * the write of slot[b]; the slots are read again only by the next kernel of this stream. */
   __syncthreads();
   for (uint32_t j = b + threadIdx.x * nb; j < PCL_REF_MAX_SLOTS; j += blockDim.x * nb)
     a.flags[j] = f64;
+  PCL_REF_PROF(PCL_KPROF_EXIT(2));
 }
 
 /* The launch floor of the same shape: an empty kernel. */

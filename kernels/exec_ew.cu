@@ -32,7 +32,8 @@ static __device__ __forceinline__ void pcl_kew_st(char *p, uint32_t i, W v) {
 template <typename T, int OP, typename W, int NT, bool AL>
 static __device__ __forceinline__ void
 pcl_kew_loop(const char *s, char *const *put, int nput, const char *const *term, int nterm,
-             uint32_t self, char *o, uint32_t n, uint32_t flag, pcl_kll_watch_t *w) {
+             uint32_t self, char *o, uint32_t n, uint32_t flag, pcl_kll_watch_t *w,
+             uint64_t *prof_put) {
   if (nput > 0)
     for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
       W v;
@@ -42,6 +43,11 @@ pcl_kew_loop(const char *s, char *const *put, int nput, const char *const *term,
         if (j < nput)
           pcl_kll_wr(put[j], i, flag, v);
     }
+#ifdef PCL_KPROF
+  *prof_put = clock64(); /* the puts' phase ends; the reduction's begins */
+#else
+  (void)prof_put;
+#endif
   if (nterm == 0)
     return;
   const uint32_t all = (1u << nterm) - 1u;
@@ -83,31 +89,33 @@ pcl_kew_loop(const char *s, char *const *put, int nput, const char *const *term,
 template <typename T, typename W, int NT, bool AL>
 static __device__ __forceinline__ void
 pcl_kew_run_al(int redop, const char *s, char *const *put, int nput, const char *const *term,
-               int nterm, uint32_t self, char *o, uint32_t n, uint32_t flag, pcl_kll_watch_t *w) {
+               int nterm, uint32_t self, char *o, uint32_t n, uint32_t flag, pcl_kll_watch_t *w,
+               uint64_t *pp) {
   switch (redop) { /* avg sums here; the kernel scales at its end */
   case ncclProd:
-    pcl_kew_loop<T, ncclProd, W, NT, AL>(s, put, nput, term, nterm, self, o, n, flag, w);
+    pcl_kew_loop<T, ncclProd, W, NT, AL>(s, put, nput, term, nterm, self, o, n, flag, w, pp);
     break;
   case ncclMax:
-    pcl_kew_loop<T, ncclMax, W, NT, AL>(s, put, nput, term, nterm, self, o, n, flag, w);
+    pcl_kew_loop<T, ncclMax, W, NT, AL>(s, put, nput, term, nterm, self, o, n, flag, w, pp);
     break;
   case ncclMin:
-    pcl_kew_loop<T, ncclMin, W, NT, AL>(s, put, nput, term, nterm, self, o, n, flag, w);
+    pcl_kew_loop<T, ncclMin, W, NT, AL>(s, put, nput, term, nterm, self, o, n, flag, w, pp);
     break;
   default:
-    pcl_kew_loop<T, ncclSum, W, NT, AL>(s, put, nput, term, nterm, self, o, n, flag, w);
+    pcl_kew_loop<T, ncclSum, W, NT, AL>(s, put, nput, term, nterm, self, o, n, flag, w, pp);
   }
 }
 
 template <typename T, typename W, int NT>
 static __device__ __forceinline__ void
 pcl_kew_run(int redop, const char *s, char *const *put, int nput, const char *const *term,
-            int nterm, uint32_t self, char *o, uint32_t bytes, uint32_t flag, pcl_kll_watch_t *w) {
+            int nterm, uint32_t self, char *o, uint32_t bytes, uint32_t flag, pcl_kll_watch_t *w,
+            uint64_t *pp) {
   const uint32_t n = bytes / (uint32_t)sizeof(W);
   if ((((uintptr_t)s | (uintptr_t)o) & (sizeof(W) - 1)) == 0)
-    pcl_kew_run_al<T, W, NT, true>(redop, s, put, nput, term, nterm, self, o, n, flag, w);
+    pcl_kew_run_al<T, W, NT, true>(redop, s, put, nput, term, nterm, self, o, n, flag, w, pp);
   else
-    pcl_kew_run_al<T, W, NT, false>(redop, s, put, nput, term, nterm, self, o, n, flag, w);
+    pcl_kew_run_al<T, W, NT, false>(redop, s, put, nput, term, nterm, self, o, n, flag, w, pp);
 }
 
 /* Every thread reads its block's flag slot itself (no shared memory, no barrier at entry), so
@@ -162,16 +170,19 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS, 1)
   const int redop = redop_plan == PCL_KOP_REDOP_CALL ? (int)a.redop : (int)redop_plan;
   PCL_KPROF_STAMP(prof_ready);
   pcl_kll_watch_t w = pcl_kll_watch_make(a, PCL_KHANG_OP_EW);
+  /* PCL_KPROF: two phases, the puts (op 0) and the reduction (op 1). */
+  uint64_t prof_put = 0, *pp = &prof_put;
   if (a.pkt == PCL_KPKT_LL16)
-    pcl_kew_run<T, uint2, NT>(redop, s, put, nput, term, nterm, self, o, bytes, flag, &w);
+    pcl_kew_run<T, uint2, NT>(redop, s, put, nput, term, nterm, self, o, bytes, flag, &w, pp);
   else
-    pcl_kew_run<T, uint32_t, NT>(redop, s, put, nput, term, nterm, self, o, bytes, flag, &w);
+    pcl_kew_run<T, uint32_t, NT>(redop, s, put, nput, term, nterm, self, o, bytes, flag, &w, pp);
 #ifdef PCL_KPROF
-  prof_op[0] = clock64();
+  prof_op[0] = prof_put != 0 ? prof_put : prof_ready;
+  prof_op[1] = clock64();
 #endif
   __syncthreads();
   pcl_kexec_end<T>(a, f64, &w);
-  PCL_KPROF_EXIT(1);
+  PCL_KPROF_EXIT(2);
 }
 
 const pcl_kew_entry_t pcl_kew_table[] = {

@@ -48,10 +48,59 @@ typedef struct {
   atomic_int stop;
   void *send_stage, *recv_stage; /* host staging for device memory (pinned when a GPU exists) */
   int stage_pinned;
-  /* Non-blocking streams for the staging copies: the legacy default stream would wait for the
-   * very kernel that waits for this data. */
+  /* The device's staging streams (tcp_streams_get), shared by every connection on it. */
   cudaStream_t send_stream, recv_stream;
 } tcp_conn_t;
+
+/* Staging copies run on non-blocking streams (the legacy default stream would wait for the very
+ * kernel that waits for this data), one pair per device for the whole process, shared by every
+ * connection of every communicator on it: a pair per connection made the streams grow with the
+ * peers, and beyond CUDA_DEVICE_MAX_CONNECTIONS streams (8 by default) CUDA shares a hardware
+ * queue between streams, where a staging copy can wait behind a kernel that waits for it.
+ * Copies never wait for anything, so connections sharing a stream only wait for each other's
+ * copies (each one synchronises after its own). Reference-counted under tcp_streams_lock. */
+#define TCP_MAX_DEVICES 64
+static pthread_mutex_t tcp_streams_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  int refs;
+  cudaStream_t send, recv;
+} tcp_streams[TCP_MAX_DEVICES];
+
+/* The device's pair, created on first use; the caller has made dev current. */
+static cudaError_t tcp_streams_get(int dev, cudaStream_t *send, cudaStream_t *recv) {
+  if (dev < 0 || dev >= TCP_MAX_DEVICES)
+    return cudaErrorInvalidDevice;
+  cudaError_t e = cudaSuccess;
+  pthread_mutex_lock(&tcp_streams_lock);
+  if (tcp_streams[dev].refs == 0) {
+    e = cudaStreamCreateWithFlags(&tcp_streams[dev].send, cudaStreamNonBlocking);
+    if (e == cudaSuccess) {
+      e = cudaStreamCreateWithFlags(&tcp_streams[dev].recv, cudaStreamNonBlocking);
+      if (e != cudaSuccess)
+        cudaStreamDestroy(tcp_streams[dev].send);
+    }
+  }
+  if (e == cudaSuccess) {
+    tcp_streams[dev].refs++;
+    *send = tcp_streams[dev].send;
+    *recv = tcp_streams[dev].recv;
+  }
+  pthread_mutex_unlock(&tcp_streams_lock);
+  return e;
+}
+
+/* Drops one reference; the last one destroys the pair (no copy is in flight: each connection
+ * synchronised its own before returning). */
+static void tcp_streams_put(int dev) {
+  pthread_mutex_lock(&tcp_streams_lock);
+  if (dev >= 0 && dev < TCP_MAX_DEVICES && tcp_streams[dev].refs > 0 &&
+      --tcp_streams[dev].refs == 0) {
+    cudaStreamDestroy(tcp_streams[dev].send);
+    cudaStreamDestroy(tcp_streams[dev].recv);
+    tcp_streams[dev].send = tcp_streams[dev].recv = NULL;
+  }
+  pthread_mutex_unlock(&tcp_streams_lock);
+}
 
 /* Synchronous copy on a non-blocking stream. */
 static cudaError_t copy_sync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
@@ -61,41 +110,40 @@ static cudaError_t copy_sync(void *dst, const void *src, size_t n, enum cudaMemc
 }
 
 static ncclResult_t stage_alloc(tcp_conn_t *c) {
-  if (c->ctx->cuda_dev >= 0 && cudaSetDevice(c->ctx->cuda_dev) == cudaSuccess &&
-      cudaStreamCreateWithFlags(&c->send_stream, cudaStreamNonBlocking) == cudaSuccess &&
-      cudaStreamCreateWithFlags(&c->recv_stream, cudaStreamNonBlocking) == cudaSuccess &&
-      cudaHostAlloc(&c->send_stage, STAGE_BYTES, 0) == cudaSuccess &&
-      cudaHostAlloc(&c->recv_stage, STAGE_BYTES, 0) == cudaSuccess) {
-    c->stage_pinned = 1;
-    return ncclSuccess;
+  const int dev = c->ctx->cuda_dev;
+  if (dev < 0) { /* no GPU: nothing to stage, plain host buffers */
+    c->send_stage = pcl_calloc(1, STAGE_BYTES, "tcp send staging");
+    c->recv_stage = pcl_calloc(1, STAGE_BYTES, "tcp recv staging");
+    return (c->send_stage && c->recv_stage) ? ncclSuccess : ncclSystemError;
   }
-  (void)cudaGetLastError();
-  if (c->ctx->cuda_dev >= 0) {
-    PCL_WARN(PCL_LOG_NET, "tcp rank %d: cannot set up GPU staging on device %d", c->ctx->rank,
-             c->ctx->cuda_dev);
-    if (c->send_stream)
-      cudaStreamDestroy(c->send_stream);
-    if (c->recv_stream)
-      cudaStreamDestroy(c->recv_stream);
-    if (c->send_stage)
-      cudaFreeHost(c->send_stage);
-    c->send_stream = c->recv_stream = NULL;
-    c->send_stage = NULL;
+  cudaError_t e = cudaSetDevice(dev);
+  if (e == cudaSuccess)
+    e = tcp_streams_get(dev, &c->send_stream, &c->recv_stream);
+  if (e == cudaSuccess) {
+    e = cudaHostAlloc(&c->send_stage, STAGE_BYTES, 0);
+    if (e == cudaSuccess)
+      e = cudaHostAlloc(&c->recv_stage, STAGE_BYTES, 0);
+    if (e != cudaSuccess) {
+      if (c->send_stage)
+        cudaFreeHost(c->send_stage);
+      c->send_stage = NULL;
+      tcp_streams_put(dev);
+      c->send_stream = c->recv_stream = NULL;
+    }
+  }
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    PCL_WARN(PCL_LOG_NET, "tcp rank %d: cannot set up GPU staging on device %d: %s", c->ctx->rank,
+             dev, cudaGetErrorString(e));
     return ncclUnhandledCudaError;
   }
-  if (c->send_stage)
-    cudaFreeHost(c->send_stage);
-  c->send_stage = c->recv_stage = NULL;
-  c->send_stage = pcl_calloc(1, STAGE_BYTES, "tcp send staging");
-  c->recv_stage = pcl_calloc(1, STAGE_BYTES, "tcp recv staging");
-  return (c->send_stage && c->recv_stage) ? ncclSuccess : ncclSystemError;
+  c->stage_pinned = 1;
+  return ncclSuccess;
 }
 
 static void stage_free(tcp_conn_t *c) {
   if (c->send_stream)
-    cudaStreamDestroy(c->send_stream);
-  if (c->recv_stream)
-    cudaStreamDestroy(c->recv_stream);
+    tcp_streams_put(c->ctx->cuda_dev);
   if (c->stage_pinned) {
     cudaFreeHost(c->send_stage);
     cudaFreeHost(c->recv_stage);

@@ -216,11 +216,19 @@ static int summarise(const xp_group_t *g, int *passed, int *failed, int *skipped
     cv > 0 ? (*passed)++ : ((*failed)++, bad++);
   }
   for (int k = 0; k < r0->nfaults; k++) {
-    int v = 1;
-    for (int r = 0; r < g->nranks; r++)
+    int v = 1, none = 1; /* none: every rank said it had nothing to run (ok == 0) */
+    for (int r = 0; r < g->nranks; r++) {
       v &= g->res[r].nfaults > k && g->res[r].fault[k].ok > 0;
+      none &= g->res[r].nfaults > k && g->res[r].fault[k].ok == 0;
+    }
     char what[80];
     snprintf(what, sizeof(what), "fault: %s", r0->fault[k].name);
+    if (none) {
+      printf("%-6s %5d %4d  %-45s not run: %s\n", mode, g->nranks, g->rpn, what,
+             r0->fault[k].detail);
+      (*skipped)++;
+      continue;
+    }
     printf("%-6s %5d %4d  %-45s %s", mode, g->nranks, g->rpn, what, v ? "ok" : "FAIL");
     if (r0->fault[k].secs > 0)
       printf(" (stopped in %.2f s)", r0->fault[k].secs);

@@ -251,6 +251,12 @@ def refused_by_torch(e):
     return isinstance(e, (RuntimeError, ValueError, TypeError, NotImplementedError))
 
 
+def refused_by_library(e):
+    """The NCCL API's own refusal (ncclInvalidArgument: a dtype/op pair the library does not
+    reduce, e.g. the real NCCL 2.28.9 with AVG on float8), raised by PyTorch as DistBackendError."""
+    return isinstance(e, getattr(dist, "DistBackendError", ())) and "invalid argument" in str(e)
+
+
 # ---- the tests ----
 def t_basic(c):
     """A few calls on the default group (eager, device_id): proves the path before the rest."""
@@ -305,7 +311,11 @@ def t_allreduce(c):
                     if refused_by_torch(e) and not must and not done_with(done, name, op):
                         refused.add("%s/%s" % (name, op))
                         break
-                    raise
+                    if refused_by_library(e) and not must and not done_with(done, name, op):
+                        refused.add("%s/%s (by the library)" % (name, op))
+                        break
+                    raise RuntimeError("all_reduce %s %s %d elements: %s" %
+                                       (name, op, count, str(e).splitlines()[0])) from e
                 ex.call("AllReduce", count * per, elem, True,
                         op="premulsum" if op == "PREMUL_SUM" else op_name(op))
                 want = expect(dt, op, count, n, dev)
@@ -317,9 +327,16 @@ def t_allreduce(c):
         # PREMUL_SUM with a tensor factor (PyTorch keeps it on the device)
     x = make(torch.float32, "PREMUL_SUM", 4096, RANK % n, dev)
     if c.nccl:
-        dist.all_reduce(x, op=reduce_op("PREMUL_SUM", dev, tensor_factor=torch.float32), group=g)
+        try:
+            dist.all_reduce(x, op=reduce_op("PREMUL_SUM", dev, tensor_factor=torch.float32),
+                            group=g)
+        except Exception as e:  # noqa: BLE001
+            raise RuntimeError("all_reduce float32 PREMUL_SUM (tensor factor) 4096 elements: %s" %
+                               str(e).splitlines()[0]) from e
         ex.call("AllReduce", 4096, 4, True, op="premulsum")
-        check(same(x, expect(torch.float32, "PREMUL_SUM", 4096, n, dev)), "premul_sum tensor factor")
+        if not premul_unchecked(c, n):
+            check(same(x, expect(torch.float32, "PREMUL_SUM", 4096, n, dev)),
+                  "premul_sum tensor factor")
     log("all_reduce: %d (dtype, op, size) cases; torch refused %s" %
         (len(done), ", ".join(sorted(refused)) or "none"))
     c.finish(g, ex)
@@ -370,6 +387,18 @@ def t_allgather(c):
     c.finish(g, ex)
 
 
+def rs_call(c, ex, world, count, elem, inplace, op):
+    """A reduce-scatter the stats must show, except at world size 1 through NCCL: PyTorch 2.11
+    copies there without calling ncclReduceScatter (NCCL's own COLL log shows no call, one H200,
+    2026-12-02), so planccl has nothing to count."""
+    if world == 1 and c.nccl:
+        note = "reduce_scatter at world size 1: PyTorch calls no ncclReduceScatter; not counted"
+        if note not in c.notes:
+            c.notes.append(note)
+        return
+    ex.call("ReduceScatter", count, elem, inplace, op=op)
+
+
 def t_reducescatter(c):
     g, ex = c.group("reduce_scatter")
     n, dev, r = ex.world, c.dev, RANK % ex.world
@@ -402,8 +431,8 @@ def t_reducescatter(c):
                         if not c.nccl and refused_by_torch(e):
                             raise Skip("reduce_scatter_tensor %s on %s: %s" % (op, c.a.backend, e))
                         raise
-                    ex.call("ReduceScatter", count, elem, inplace,
-                            op="premulsum" if op == "PREMUL_SUM" else op_name(op))
+                    rs_call(c, ex, n, count, elem, inplace,
+                            "premulsum" if op == "PREMUL_SUM" else op_name(op))
                     if op == "PREMUL_SUM" and premul_unchecked(c, n):
                         continue
                     check(same(got, want), "reduce_scatter_tensor %s %s %d inplace=%d" %
@@ -413,7 +442,7 @@ def t_reducescatter(c):
            for q in range(n)]
     out = torch.empty(count, device=dev)
     dist.reduce_scatter(out, ins, group=g)
-    ex.call("ReduceScatter", count, 4, False)
+    rs_call(c, ex, n, count, 4, False, "sum")
     check(same(out, expect(torch.float32, "SUM", count * n, n, dev)[r * count:(r + 1) * count]),
           "reduce_scatter list")
     c.finish(g, ex)
