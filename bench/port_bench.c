@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * planccl-portbench: port channels over TCP between two processes, driven through the real proxy
  * by a host producer (playing the GPU): bandwidth of put + signal + flush per size and the
- * one-way latency of an 8-byte put + signal, every byte checked. Host or GPU memory (--device). */
+ * one-way latency of an 8-byte put + signal beside a plain socket's (the host's floor), every
+ * byte checked. Host or GPU memory (--device). */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -15,6 +16,7 @@
 #include "bench_spawn.h"
 #include "bootstrap.h"
 #include "proxy.h"
+#include "socket.h"
 
 #define MEM_SRC 0u
 #define MEM_DST 1u
@@ -37,6 +39,8 @@ typedef struct {
   int wrong[MAX_SIZES];
   double lat_us[MAX_ITERS];
   int lat_n, lat_wrong;
+  double floor_us[MAX_ITERS]; /* the same round trips over a plain socket (tcp_floor) */
+  int floor_n, floor_wrong;
 } shared_t;
 
 typedef struct {
@@ -158,6 +162,50 @@ static int latency(rank_t *r, shared_t *sh) {
   return pcl_bootstrap_barrier(r->b) == ncclSuccess ? 0 : -1;
 }
 
+/* The host's floor under the latency above: the same 8-byte round trips between the same two
+ * processes over one plain loopback TCP socket of the transport's kind (non-blocking,
+ * TCP_NODELAY, poll), sent and received by the ranks' own threads: no FIFO, proxy or receiver
+ * thread hand-offs, no staging. The port channel's latency minus this is planccl's share. */
+#define FLOOR_TAG 7701
+static int tcp_floor(rank_t *r, shared_t *sh) {
+  int fd = -1, lfd = -1, rc = -1;
+  pcl_socket_wait_t w = pcl_socket_wait_default(NULL, "planccl-portbench: plain TCP floor");
+  if (r->rank == 0) {
+    char ifname[64];
+    pcl_sockaddr_t local, bound;
+    if (pcl_socket_find_interface(ifname, sizeof(ifname), &local) != ncclSuccess ||
+        pcl_socket_listen(&local, &lfd, &bound) != ncclSuccess ||
+        pcl_bootstrap_send(r->b, 1, FLOOR_TAG, &bound, sizeof(bound)) != ncclSuccess ||
+        pcl_socket_accept(lfd, &w, &fd) != ncclSuccess)
+      goto out;
+  } else {
+    pcl_sockaddr_t addr;
+    if (pcl_bootstrap_recv(r->b, 0, FLOOR_TAG, &addr, sizeof(addr)) != ncclSuccess ||
+        pcl_socket_connect(&addr, &w, &fd) != ncclSuccess)
+      goto out;
+  }
+  for (int it = 0; it < r->o->lat_iters; it++) {
+    uint64_t v = (uint64_t)it, got = ~0ull;
+    double t0 = now_us();
+    if (r->rank == 0) {
+      if (pcl_socket_send(fd, &v, 8, &w) != ncclSuccess ||
+          pcl_socket_recv(fd, &got, 8, &w) != ncclSuccess)
+        goto out;
+      sh->floor_us[it] = (now_us() - t0) / 2;
+      sh->floor_wrong += got != v;
+      sh->floor_n = it + 1;
+    } else if (pcl_socket_recv(fd, &got, 8, &w) != ncclSuccess ||
+               pcl_socket_send(fd, &got, 8, &w) != ncclSuccess) {
+      goto out;
+    }
+  }
+  rc = 0;
+out:
+  pcl_socket_close(&fd);
+  pcl_socket_close(&lfd);
+  return rc;
+}
+
 static int setup(rank_t *r, shared_t *sh) {
   size_t max = sh->o.max_bytes;
   pcl_mem_remote_t exp[2][3];
@@ -207,7 +255,7 @@ static int rank_main(int rank, void *arg) {
   for (int s = 0; s < sh->nsizes; s++)
     if (bandwidth(&r, sh, s) != 0)
       goto out;
-  if (latency(&r, sh) != 0)
+  if (latency(&r, sh) != 0 || tcp_floor(&r, sh) != 0)
     goto out;
   rc = pcl_proxy_error(r.px) == ncclSuccess ? 0 : -1;
 out:
@@ -296,6 +344,14 @@ static int report(shared_t *sh) {
            "p99 %.2f us, #wrong %d\n",
            sh->lat_n, sh->lat_us[sh->lat_n / 2], sh->lat_us[(int)floor(0.99 * (sh->lat_n - 1))],
            sh->lat_wrong);
+  }
+  bad |= sh->floor_wrong != 0 || sh->floor_n != sh->o.lat_iters;
+  if (sh->floor_n > 0) {
+    qsort(sh->floor_us, (size_t)sh->floor_n, sizeof(double), cmp_double);
+    printf("# plain TCP socket between the same processes, 8 bytes one way (the host's floor): "
+           "median %.2f us, p99 %.2f us, #wrong %d\n",
+           sh->floor_us[sh->floor_n / 2], sh->floor_us[(int)floor(0.99 * (sh->floor_n - 1))],
+           sh->floor_wrong);
   }
   return bad;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * TCP transport: one socket per peer pair; the proxy thread sends puts and signals (device
- * sources staged through host memory), a receiver thread per connection applies them in order
- * to registered local memory, so a signal is visible only after the data sent before it. */
+ * sources staged through host memory; a small put and the signal after it in one send), a
+ * receiver thread per connection applies them in order to registered local memory, so a signal
+ * is visible only after the data sent before it. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
@@ -25,6 +26,9 @@
 #define TCP_GREET_MS 2000               /* a connection's time to greet before it is dropped */
 #define TCP_TAG (PCL_TRANSPORT_TAG_BASE + 2)
 #define STAGE_BYTES (4u << 20)
+/* Puts up to this size are copied into the outbox (below) and leave with what follows them;
+ * larger ones are sent from their source (host) or staged in STAGE_BYTES chunks (device). */
+#define OUTBOX_PUT_MAX (64u << 10)
 
 enum { MSG_PUT = 1, MSG_SIGNAL = 2 };
 
@@ -47,6 +51,11 @@ typedef struct {
   int rx_started;
   atomic_int stop;
   void *send_stage, *recv_stage; /* host staging for device memory (pinned when a GPU exists) */
+  /* The outbox: send_stage[0, out_len) holds messages not sent yet, in issue order. A small put
+   * waits there for the signal that usually follows it in the same trigger, so the pair leaves
+   * in one send (one segment, one wake-up of the receiver instead of three); progress (every
+   * proxy loop), flush, a large put and a full outbox send it too. Proxy thread only. */
+  size_t out_len;
   int stage_pinned;
   /* The device's staging streams (tcp_streams_get), shared by every connection on it. */
   cudaStream_t send_stream, recv_stream;
@@ -338,12 +347,45 @@ static ncclResult_t send_all(tcp_conn_t *c, const void *buf, size_t n) {
   return pcl_socket_send(c->fd, buf, n, &w);
 }
 
+/* Sends what waits in the outbox. */
+static ncclResult_t out_drain(tcp_conn_t *c) {
+  if (c->out_len == 0)
+    return ncclSuccess;
+  ncclResult_t res = send_all(c, c->send_stage, c->out_len);
+  c->out_len = 0;
+  return res;
+}
+
+/* Room for n more bytes in the outbox, sending what waits there when it lacks it. */
+static ncclResult_t out_room(tcp_conn_t *c, size_t n) {
+  return c->out_len + n <= STAGE_BYTES ? ncclSuccess : out_drain(c);
+}
+
 static ncclResult_t tcp_put(void *conn, const pcl_mem_local_t *src, uint64_t so,
                             const pcl_mem_remote_t *dst, uint64_t doff, uint64_t bytes) {
   tcp_conn_t *c = conn;
   tcp_hdr_t h = {MSG_PUT, dst->mem_id, doff, bytes};
-  PCL_CHECK(send_all(c, &h, sizeof(h)));
   const char *s = (const char *)src->base + so;
+  if (bytes <= OUTBOX_PUT_MAX) {
+    PCL_CHECK(out_room(c, sizeof(h) + bytes));
+    char *at = (char *)c->send_stage + c->out_len;
+    memcpy(at, &h, sizeof(h));
+    if (!src->is_device) {
+      memcpy(at + sizeof(h), s, bytes);
+    } else {
+      cudaError_t e = copy_sync(at + sizeof(h), s, bytes, cudaMemcpyDeviceToHost, c->send_stream);
+      if (e != cudaSuccess) {
+        PCL_WARN(PCL_LOG_NET, "tcp rank %d: staging GPU data failed: %s", c->ctx->rank,
+                 cudaGetErrorString(e));
+        return ncclUnhandledCudaError;
+      }
+    }
+    c->out_len += sizeof(h) + bytes;
+    return ncclSuccess;
+  }
+  /* Large: what waits goes first (issue order), then this put from its source. */
+  PCL_CHECK(out_drain(c));
+  PCL_CHECK(send_all(c, &h, sizeof(h)));
   if (!src->is_device)
     return send_all(c, s, bytes);
   for (uint64_t done = 0; done < bytes;) {
@@ -360,17 +402,29 @@ static ncclResult_t tcp_put(void *conn, const pcl_mem_local_t *src, uint64_t so,
   return ncclSuccess;
 }
 
+/* A signal leaves at once, with whatever waits before it in the outbox. */
 static ncclResult_t tcp_signal(void *conn, const pcl_mem_remote_t *dst, uint64_t off,
                                uint64_t value) {
   tcp_conn_t *c = conn;
   tcp_hdr_t h = {MSG_SIGNAL, dst->mem_id, off, value};
-  return send_all(c, &h, sizeof(h));
+  PCL_CHECK(out_room(c, sizeof(h)));
+  memcpy((char *)c->send_stage + c->out_len, &h, sizeof(h));
+  c->out_len += sizeof(h);
+  return out_drain(c);
 }
 
-/* Sends are synchronous (the source is copied out before put returns): always flushed. */
+/* Sends are synchronous once out of the outbox (every source was copied before put returned),
+ * so flushed means the outbox is empty. */
 static ncclResult_t tcp_flush(void *conn, int *done) {
-  *done = 1;
-  return ncclSuccess;
+  tcp_conn_t *c = conn;
+  ncclResult_t res = out_drain(c);
+  *done = res == ncclSuccess;
+  return res;
+}
+
+/* Every proxy loop: a put that no signal followed leaves now. */
+static ncclResult_t tcp_progress(void *conn) {
+  return out_drain((tcp_conn_t *)conn);
 }
 
 const struct pcl_transport_ops pcl_transport_tcp_ops = {
@@ -380,4 +434,5 @@ const struct pcl_transport_ops pcl_transport_tcp_ops = {
     .put = tcp_put,
     .signal = tcp_signal,
     .flush = tcp_flush,
+    .progress = tcp_progress,
 };
