@@ -50,7 +50,8 @@ typedef struct {
   pthread_t rx;
   int rx_started;
   atomic_int stop;
-  void *send_stage, *recv_stage; /* host staging for device memory (pinned when a GPU exists) */
+  /* Host staging for device memory (pinned when a GPU exists); send_stage is the outbox too. */
+  void *send_stage, *recv_stage;
   /* The outbox: send_stage[0, out_len) holds messages not sent yet, in issue order. A small put
    * waits there for the signal that usually follows it in the same trigger, so the pair leaves
    * in one send (one segment, one wake-up of the receiver instead of three); progress (every

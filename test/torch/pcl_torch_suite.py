@@ -251,10 +251,15 @@ def refused_by_torch(e):
     return isinstance(e, (RuntimeError, ValueError, TypeError, NotImplementedError))
 
 
-def refused_by_library(e):
-    """The NCCL API's own refusal (ncclInvalidArgument: a dtype/op pair the library does not
-    reduce, e.g. the real NCCL 2.28.9 with AVG on float8), raised by PyTorch as DistBackendError."""
-    return isinstance(e, getattr(dist, "DistBackendError", ())) and "invalid argument" in str(e)
+def refused_how(e):
+    """Who refused a call: "" for PyTorch itself (refused_by_torch), " (by the library)" for the
+    NCCL API's own ncclInvalidArgument (a dtype/op pair it does not reduce, e.g. the real NCCL
+    2.28.9 with AVG on float8, raised as DistBackendError), None for a failure."""
+    if refused_by_torch(e):
+        return ""
+    if isinstance(e, getattr(dist, "DistBackendError", ())) and "invalid argument" in str(e):
+        return " (by the library)"
+    return None
 
 
 # ---- the tests ----
@@ -308,11 +313,9 @@ def t_allreduce(c):
                     dist.all_reduce(x, op=reduce_op(op, dev), group=g)
                 except Exception as e:  # noqa: BLE001
                     must = c.nccl and name in MUST_WORK and op in MUST_WORK[name]
-                    if refused_by_torch(e) and not must and not done_with(done, name, op):
-                        refused.add("%s/%s" % (name, op))
-                        break
-                    if refused_by_library(e) and not must and not done_with(done, name, op):
-                        refused.add("%s/%s (by the library)" % (name, op))
+                    by = refused_how(e)
+                    if by is not None and not must and not done_with(done, name, op):
+                        refused.add("%s/%s%s" % (name, op, by))
                         break
                     raise RuntimeError("all_reduce %s %s %d elements: %s" %
                                        (name, op, count, str(e).splitlines()[0])) from e
