@@ -18,10 +18,12 @@ typedef struct {
   uint64_t in_bytes, out_bytes;
   const pcl_exec_userbuf_t *ub;
   pcl_exec_shape_t shape;
-  int resident;   /* all dev_ranks grids fit on the device at once (pcl_exec_coresident) */
-  int ll;         /* runs on the LL fast-path kernel */
-  int ew;         /* 0, or runs on the EW kernel for up to `ew` puts and terms (PCL_KVAR_EW*) */
-  void *d_blocks; /* plan->max_blocks packed programs (EW: pcl_kew_t), `stride` bytes apart */
+  int resident;       /* all dev_ranks grids fit on the device at once (pcl_exec_coresident) */
+  int ll;             /* runs on the LL fast-path kernel */
+  int ew;             /* 0, or runs on the EW kernel for up to `ew` puts and terms (PCL_KVAR_EW*) */
+  int ew_redop;       /* its blocks' reduction (PCL_KOP_REDOP_CALL: the call's) */
+  uint32_t ew_off_or; /* OR of its blocks' S and O offsets (the kernel's alignment) */
+  void *d_blocks;     /* plan->max_blocks packed programs (EW: pcl_kew_t), `stride` bytes apart */
   uint32_t stride;
   int32_t *d_sems;
   /* The last (dtype, op, force_ll8) prog_check accepted and the packet format it chose: calls
@@ -347,6 +349,27 @@ static int prog_check(const pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pro
   return 1;
 }
 
+/* What picks the EW kernel's form at launch (pcl_kernels_ew_form): the reduction of every block
+ * that reduces (0 when they differ: one kernel runs them all) and the OR of the offsets. */
+static int ew_facts(const pcl_kew_t *ew, int nb, prog_t *p) {
+  p->ew_redop = -1;
+  p->ew_off_or = 0;
+  for (int b = 0; b < nb; b++) {
+    if (ew[b].s_kind != PCL_KEW_NONE)
+      p->ew_off_or |= ew[b].s_off;
+    if (ew[b].o_kind != PCL_KEW_NONE)
+      p->ew_off_or |= ew[b].o_off;
+    if (ew[b].nterm < 2)
+      continue; /* a copy: no reduction */
+    if (p->ew_redop >= 0 && p->ew_redop != ew[b].redop)
+      return 0;
+    p->ew_redop = ew[b].redop;
+  }
+  if (p->ew_redop < 0)
+    p->ew_redop = PCL_KOP_REDOP_CALL;
+  return 1;
+}
+
 /* The device image of a built program: the EW descriptors when every block runs per element
  * (and PLANCCL_EW_KERNEL allows), else the packed program. */
 static ncclResult_t program_image(const pcl_exec_ctx_t *c, const pcl_plan_t *plan,
@@ -362,6 +385,10 @@ static ncclResult_t program_image(const pcl_exec_ctx_t *c, const pcl_plan_t *pla
     uint64_t half = plan->use_double_scratch_buffer ? c->half : 0;
     p->ew = pcl_exec_ew_build(blocks, nb, (uint64_t)(uintptr_t)c->cfg.scratch, half, ew, why,
                               sizeof(why));
+    if (p->ew != 0 && !ew_facts(ew, nb, p)) {
+      p->ew = 0;
+      snprintf(why, sizeof(why), "its blocks reduce with different ops");
+    }
     if (p->ew != 0) {
       p->stride = (uint32_t)sizeof(pcl_kew_t);
       *image = (uint8_t *)ew;
@@ -579,7 +606,18 @@ ncclResult_t pcl_exec_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
       k.avg_count = a->out_bytes / pcl_kernels_dtype_bytes(a->dtype);
     }
   }
-  return pcl_kernels_launch(a->dtype, prog_variant(p), &k, plan->max_blocks,
+  int form = 0;
+  if (p->ew != 0) {
+    const int op = p->ew_redop == PCL_KOP_REDOP_CALL ? (int)a->op : p->ew_redop;
+    form = pcl_kernels_ew_form((ncclRedOp_t)op, (pcl_kpkt_t)pkt,
+                               (uint64_t)(uintptr_t)a->in | (uint64_t)(uintptr_t)a->out |
+                                   p->ew_off_or);
+    if (form < 0) { /* prog_check accepted the op: the kernels and the check disagree */
+      PCL_WARN(PCL_LOG_EXEC, "plan %s: no EW kernel for reduction %d", plan->name, op);
+      return ncclInternalError;
+    }
+  }
+  return pcl_kernels_launch(a->dtype, prog_variant(p), form, &k, plan->max_blocks,
                             plan->num_threads_per_block, stream);
 }
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * The elementwise (EW) kernels: programs that executor/exec_fuse.c proved run per element
  * (kernel_abi.h, pcl_kew_t), run as the hand-written one-phase LL kernels are written: the flag
- * slot and the block's descriptor loaded together at entry, no shared memory, one loop. */
+ * slot and the block's descriptor loaded together at entry, no shared memory, one loop per phase,
+ * and one kernel per (dtype, bound, reduction, packet type, alignment): no choice at run time. */
 #include <stdint.h>
 #include "exec_ew.h"
 #include "exec_end.cuh"
@@ -86,41 +87,9 @@ pcl_kew_loop(const char *s, char *const *put, int nput, const char *const *term,
   }
 }
 
-template <typename T, typename W, int NT, bool AL>
-static __device__ __forceinline__ void
-pcl_kew_run_al(int redop, const char *s, char *const *put, int nput, const char *const *term,
-               int nterm, uint32_t self, char *o, uint32_t n, uint32_t flag, pcl_kll_watch_t *w,
-               uint64_t *pp) {
-  switch (redop) { /* avg sums here; the kernel scales at its end */
-  case ncclProd:
-    pcl_kew_loop<T, ncclProd, W, NT, AL>(s, put, nput, term, nterm, self, o, n, flag, w, pp);
-    break;
-  case ncclMax:
-    pcl_kew_loop<T, ncclMax, W, NT, AL>(s, put, nput, term, nterm, self, o, n, flag, w, pp);
-    break;
-  case ncclMin:
-    pcl_kew_loop<T, ncclMin, W, NT, AL>(s, put, nput, term, nterm, self, o, n, flag, w, pp);
-    break;
-  default:
-    pcl_kew_loop<T, ncclSum, W, NT, AL>(s, put, nput, term, nterm, self, o, n, flag, w, pp);
-  }
-}
-
-template <typename T, typename W, int NT>
-static __device__ __forceinline__ void
-pcl_kew_run(int redop, const char *s, char *const *put, int nput, const char *const *term,
-            int nterm, uint32_t self, char *o, uint32_t bytes, uint32_t flag, pcl_kll_watch_t *w,
-            uint64_t *pp) {
-  const uint32_t n = bytes / (uint32_t)sizeof(W);
-  if ((((uintptr_t)s | (uintptr_t)o) & (sizeof(W) - 1)) == 0)
-    pcl_kew_run_al<T, W, NT, true>(redop, s, put, nput, term, nterm, self, o, n, flag, w, pp);
-  else
-    pcl_kew_run_al<T, W, NT, false>(redop, s, put, nput, term, nterm, self, o, n, flag, w, pp);
-}
-
 /* Every thread reads its block's flag slot itself (no shared memory, no barrier at entry), so
  * the block synchronises once before pcl_kexec_end stores the slots (exec_end.cuh). */
-template <typename T, int NT>
+template <typename T, int NT, int OP, typename W, bool AL>
 __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS, 1)
     pcl_kexec_ew(const __grid_constant__ pcl_kargs_t a) {
   static_assert(NT <= PCL_KEW_MAX, "the descriptor holds PCL_KEW_MAX entries");
@@ -147,7 +116,7 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS, 1)
   const uint32_t h1 = __shfl_sync(0xffffffffu, mine.x, 1);
   const uint32_t s_kind = hw & 0xffu, o_kind = (hw >> 8) & 0xffu;
   const int nput = (int)((hw >> 16) & 0xffu), nterm = (int)(hw >> 24);
-  const uint32_t self = h1 & 0xffu, redop_plan = (h1 >> 8) & 0xffu;
+  const uint32_t self = h1 & 0xffu; /* the header's redop: the host chose OP by it */
   /* Each lane keeps the address of this call's scratch half, then shares it. */
   const uint32_t lo = odd ? mine.z : mine.x, hi = odd ? mine.w : mine.y;
   char *put[NT];
@@ -167,15 +136,12 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS, 1)
   char *o = o_kind == PCL_KBUF_INPUT    ? (char *)(uintptr_t)a.in + o_off
             : o_kind == PCL_KBUF_OUTPUT ? (char *)(uintptr_t)a.out + o_off
                                         : NULL;
-  const int redop = redop_plan == PCL_KOP_REDOP_CALL ? (int)a.redop : (int)redop_plan;
   PCL_KPROF_STAMP(prof_ready);
   pcl_kll_watch_t w = pcl_kll_watch_make(a, PCL_KHANG_OP_EW);
   /* PCL_KPROF: two phases, the puts (op 0) and the reduction (op 1). */
   uint64_t prof_put = 0, *pp = &prof_put;
-  if (a.pkt == PCL_KPKT_LL16)
-    pcl_kew_run<T, uint2, NT>(redop, s, put, nput, term, nterm, self, o, bytes, flag, &w, pp);
-  else
-    pcl_kew_run<T, uint32_t, NT>(redop, s, put, nput, term, nterm, self, o, bytes, flag, &w, pp);
+  pcl_kew_loop<T, OP, W, NT, AL>(s, put, nput, term, nterm, self, o, bytes / (uint32_t)sizeof(W),
+                                 flag, &w, pp);
 #ifdef PCL_KPROF
   prof_op[0] = prof_put != 0 ? prof_put : prof_ready;
   prof_op[1] = clock64();
@@ -185,9 +151,35 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS, 1)
   PCL_KPROF_EXIT(2);
 }
 
+/* ---- the table, generated from types.def ----
+ * Forms in exec_ew.h's order: reduction (types.def), packet type (pcl_kpkt_t), alignment. */
+static constexpr int pcl_kew_redops[] = {
+#define PCL_KREDOP(suffix, nccl) nccl,
+#include "types.def"
+#undef PCL_KREDOP
+};
+static_assert(sizeof(pcl_kew_redops) / sizeof(pcl_kew_redops[0]) == PCL_KEW_NREDOPS,
+              "exec_ew.h counts types.def's reductions");
+static_assert(PCL_KPKT_LL16 == 0 && PCL_KPKT_LL8 == 1 && PCL_KPKT_COUNT == 2,
+              "the table's packet order");
+/* avg reduces as sum (the kernel's end scales): one kernel serves both. */
+static constexpr int pcl_kew_op(int op) {
+  return op == ncclAvg ? ncclSum : op;
+}
+#define PCL_KEW_AL(T, NT, R, W)                                                                    \
+  pcl_kexec_ew<T, NT, pcl_kew_op(pcl_kew_redops[R]), W, false>,                                    \
+      pcl_kexec_ew<T, NT, pcl_kew_op(pcl_kew_redops[R]), W, true>
+#define PCL_KEW_REDOP(T, NT, R) PCL_KEW_AL(T, NT, R, uint2), PCL_KEW_AL(T, NT, R, uint32_t)
+#define PCL_KEW_NT(T, NT)                                                                          \
+  {                                                                                                \
+    PCL_KEW_REDOP(T, NT, 0), PCL_KEW_REDOP(T, NT, 1), PCL_KEW_REDOP(T, NT, 2),                     \
+        PCL_KEW_REDOP(T, NT, 3), PCL_KEW_REDOP(T, NT, 4)                                           \
+  }
+static_assert(PCL_KEW_NREDOPS == 5, "PCL_KEW_NT spells out five reductions");
+
 const pcl_kew_entry_t pcl_kew_table[] = {
 #define PCL_KDTYPE(suffix, nccl, ctype, nbytes)                                                    \
-  {nccl, {pcl_kexec_ew<ctype, 2>, pcl_kexec_ew<ctype, 4>, pcl_kexec_ew<ctype, 8>}},
+  {nccl, {PCL_KEW_NT(ctype, 2), PCL_KEW_NT(ctype, 4), PCL_KEW_NT(ctype, 8)}},
 #include "types.def"
 #undef PCL_KDTYPE
 };

@@ -182,10 +182,22 @@ static const struct {
 };
 #define PCL_KTABLE_N (sizeof(pcl_ktable) / sizeof(pcl_ktable[0]))
 
-/* Kernel of (dtype index, variant). */
-static const void *kfn(size_t i, int v) {
-  return v < PCL_KVAR_EW2 ? (const void *)pcl_ktable[i].fn[v]
-                          : (const void *)pcl_kew_table[i].fn[v - PCL_KVAR_EW2];
+/* Every kernel of a dtype has a slot: the interpreter, the LL kernel, then each EW bound's forms
+ * (exec_ew.h). A launch names (variant, form); the slot is where both are one number. */
+#define PCL_KSLOTS (PCL_KVAR_EW2 + 3 * PCL_KEW_NFORMS)
+static int kslot(int v, int form) {
+  return v < PCL_KVAR_EW2 ? v : PCL_KVAR_EW2 + (v - PCL_KVAR_EW2) * PCL_KEW_NFORMS + form;
+}
+static int kslot_variant(int slot) {
+  return slot < PCL_KVAR_EW2 ? slot : PCL_KVAR_EW2 + (slot - PCL_KVAR_EW2) / PCL_KEW_NFORMS;
+}
+
+/* Kernel of (dtype index, slot). */
+static const void *kfn(size_t i, int slot) {
+  if (slot < PCL_KVAR_EW2)
+    return (const void *)pcl_ktable[i].fn[slot];
+  slot -= PCL_KVAR_EW2;
+  return (const void *)pcl_kew_table[i].fn[slot / PCL_KEW_NFORMS][slot % PCL_KEW_NFORMS];
 }
 
 static const char *const kvar_name[PCL_KVARIANTS] = {"interpreter", "LL kernel", "EW2 kernel",
@@ -225,7 +237,7 @@ typedef CUresult (*pcl_cu_launch_fn_t)(CUfunction f, unsigned gx, unsigned gy, u
 
 /* g_cu_kexec is written before g_cu_launch is published (release) and never after;
  * launchers load g_cu_launch (acquire) first, so a non-NULL pointer implies a complete table. */
-static CUfunction g_cu_kexec[PCL_KTABLE_N * PCL_KVARIANTS]; /* [dtype index * variants + v] */
+static CUfunction g_cu_kexec[PCL_KTABLE_N * PCL_KSLOTS]; /* [dtype index * slots + slot] */
 static pcl_cu_launch_fn_t g_cu_launch;
 static pthread_once_t g_cu_once = PTHREAD_ONCE_INIT;
 static int g_cu_fallbacks; /* driver refusals the runtime then launched */
@@ -243,9 +255,9 @@ static void cu_launch_resolve(void) {
   /* 12.0: the ABI whose cuLaunchKernel accepts CUkernel handles. */
   cudaError_t e =
       cudaGetDriverEntryPointByVersion("cuLaunchKernel", &fn, 12000, cudaEnableDefault, &q);
-  for (size_t i = 0; e == cudaSuccess && i < PCL_KTABLE_N * PCL_KVARIANTS; i++) {
+  for (size_t i = 0; e == cudaSuccess && i < PCL_KTABLE_N * PCL_KSLOTS; i++) {
     cudaKernel_t k = NULL;
-    e = cudaGetKernel(&k, kfn(i / PCL_KVARIANTS, (int)(i % PCL_KVARIANTS)));
+    e = cudaGetKernel(&k, kfn(i / PCL_KSLOTS, (int)(i % PCL_KSLOTS)));
     g_cu_kexec[i] = (CUfunction)k;
     if (e == cudaSuccess && k == NULL)
       e = cudaErrorInvalidDeviceFunction;
@@ -348,13 +360,13 @@ extern "C" int pcl_kernels_resident_blocks(int nthreads) {
     (void)cudaGetLastError();
     return 0;
   }
-  for (size_t i = 0; i < PCL_KTABLE_N * PCL_KVARIANTS; i++) {
+  for (size_t i = 0; i < PCL_KTABLE_N * PCL_KSLOTS; i++) {
     int per_sm = 0;
-    if (nthreads > kvar_max_threads((int)(i % PCL_KVARIANTS)))
+    if (nthreads > kvar_max_threads(kslot_variant((int)(i % PCL_KSLOTS))))
       continue; /* never launched with that many threads (exec.c checks the bound) */
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, kfn(i / PCL_KVARIANTS, (int)(i % PCL_KVARIANTS)), nthreads,
-            sizeof(pcl_kblock_t)) != cudaSuccess) {
+            &per_sm, kfn(i / PCL_KSLOTS, (int)(i % PCL_KSLOTS)), nthreads, sizeof(pcl_kblock_t)) !=
+        cudaSuccess) {
       (void)cudaGetLastError();
       return 0;
     }
@@ -375,22 +387,23 @@ extern "C" ncclResult_t pcl_kernels_load_all(void) {
       PCL_WARN(PCL_LOG_EXEC, "kernel tables disagree on dtype row %d", (int)i);
       return ncclInternalError;
     }
-  for (size_t i = 0; i < PCL_KTABLE_N * PCL_KVARIANTS; i++) {
-    const void *fn = kfn(i / PCL_KVARIANTS, (int)(i % PCL_KVARIANTS));
-    int dt = pcl_ktable[i / PCL_KVARIANTS].dtype;
+  for (size_t i = 0; i < PCL_KTABLE_N * PCL_KSLOTS; i++) {
+    const void *fn = kfn(i / PCL_KSLOTS, (int)(i % PCL_KSLOTS));
+    const int v = kslot_variant((int)(i % PCL_KSLOTS));
+    int dt = pcl_ktable[i / PCL_KSLOTS].dtype;
     struct cudaFuncAttributes attr;
     cudaError_t e = cudaFuncGetAttributes(&attr, fn);
     if (e == cudaSuccess)
       e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)sizeof(pcl_kblock_t));
     if (e != cudaSuccess) {
-      PCL_WARN(PCL_LOG_EXEC, "loading the %s for dtype %d failed: %s", kvar_name[i % PCL_KVARIANTS],
-               dt, cudaGetErrorString(e));
+      PCL_WARN(PCL_LOG_EXEC, "loading the %s (slot %d) for dtype %d failed: %s", kvar_name[v],
+               (int)(i % PCL_KSLOTS), dt, cudaGetErrorString(e));
       return ncclUnhandledCudaError;
     }
-    if (attr.maxThreadsPerBlock < kvar_max_threads((int)(i % PCL_KVARIANTS)))
-      PCL_INFO(PCL_LOG_EXEC, "%s for dtype %d: at most %d threads per block",
-               kvar_name[i % PCL_KVARIANTS], dt, attr.maxThreadsPerBlock);
+    if (attr.maxThreadsPerBlock < kvar_max_threads(v))
+      PCL_INFO(PCL_LOG_EXEC, "%s for dtype %d: at most %d threads per block", kvar_name[v], dt,
+               attr.maxThreadsPerBlock);
   }
   /* The dynamic shared memory (a packed block, at most sizeof(pcl_kblock_t), under the 48 KiB
    * default) needs no opt-in
@@ -399,19 +412,44 @@ extern "C" ncclResult_t pcl_kernels_load_all(void) {
   return ncclSuccess;
 }
 
-extern "C" ncclResult_t pcl_kernels_launch(ncclDataType_t dtype, pcl_kvariant_t variant,
+extern "C" int pcl_kernels_ew_form(ncclRedOp_t op, pcl_kpkt_t pkt, uint64_t addr_or) {
+  static const int ops[] = {
+#define PCL_KREDOP(suffix, nccl) nccl,
+#include "types.def"
+#undef PCL_KREDOP
+  };
+  uint64_t word = 0;
+#define PCL_KPKT(suffix, value, pkt_bytes, payload_bytes)                                          \
+  if (pkt == value)                                                                                \
+    word = payload_bytes;
+#include "types.def"
+#undef PCL_KPKT
+  if (word == 0)
+    return -1;
+  for (int r = 0; r < (int)(sizeof(ops) / sizeof(ops[0])); r++)
+    if (ops[r] == (int)op)
+      return (r * PCL_KPKT_COUNT + (int)pkt) * 2 + ((addr_or & (word - 1)) == 0 ? 1 : 0);
+  return -1;
+}
+
+extern "C" ncclResult_t pcl_kernels_launch(ncclDataType_t dtype, pcl_kvariant_t variant, int form,
                                            const pcl_kargs_t *args, int nblocks, int nthreads,
                                            cudaStream_t stream) {
   int i = kindex(dtype);
+  const int ew = (int)variant >= PCL_KVAR_EW2;
   if (i < 0 || (int)variant < 0 || (int)variant >= PCL_KVARIANTS || nblocks <= 0 ||
       nblocks > PCL_KABI_MAX_BLOCKS || nthreads <= 0 || nthreads > kvar_max_threads(variant) ||
-      args->stride < 16 || args->stride % 16 != 0 || args->stride > sizeof(pcl_kblock_t)) {
-    PCL_WARN(PCL_LOG_EXEC, "bad launch: dtype %d, %d blocks of %d threads, program stride %u",
-             (int)dtype, nblocks, nthreads, (unsigned)args->stride);
+      args->stride < 16 || args->stride % 16 != 0 || args->stride > sizeof(pcl_kblock_t) ||
+      (ew ? form < 0 || form >= PCL_KEW_NFORMS : form != 0)) {
+    PCL_WARN(PCL_LOG_EXEC,
+             "bad launch: dtype %d, %d blocks of %d threads, program stride %u, form %d of the %s",
+             (int)dtype, nblocks, nthreads, (unsigned)args->stride, form,
+             pcl_kernels_variant_name(variant));
     return ncclInvalidArgument;
   }
   void *params[1] = {(void *)args};
-  return launch(g_cu_kexec, i * PCL_KVARIANTS + (int)variant, kfn((size_t)i, (int)variant),
-                (unsigned)nblocks, (unsigned)nthreads, params,
-                kvar_smem((int)variant, args->stride), stream, kvar_name[variant]);
+  const int slot = kslot((int)variant, form);
+  return launch(g_cu_kexec, i * PCL_KSLOTS + slot, kfn((size_t)i, slot), (unsigned)nblocks,
+                (unsigned)nthreads, params, kvar_smem((int)variant, args->stride), stream,
+                kvar_name[variant]);
 }

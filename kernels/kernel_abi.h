@@ -253,7 +253,8 @@ typedef struct PCL_KABI_ALIGN(16) {
   uint8_t nput;      /* <= PCL_KEW_MAX */
   uint8_t nterm;     /* <= PCL_KEW_MAX */
   uint8_t self_mask; /* term j is v itself */
-  uint8_t redop;     /* ncclRedOp_t of the reduction, PCL_KOP_REDOP_CALL = the call's */
+  uint8_t redop;     /* ncclRedOp_t of the reduction, PCL_KOP_REDOP_CALL = the call's (the host
+                        picks the kernel by it: kernels.h, pcl_kernels_ew_form) */
   uint8_t reserved[14]; /* the tables start 16-byte aligned: the kernel loads them as uint4 */
   uint64_t put[PCL_KEW_MAX][2];
   uint64_t term[PCL_KEW_MAX][2]; /* unused where self_mask has the bit */

@@ -48,9 +48,17 @@ typedef enum {
 /* "interpreter", "LL kernel", "EW2 kernel", "EW4 kernel", "EW8 kernel"; "?" out of range. */
 const char *pcl_kernels_variant_name(pcl_kvariant_t variant);
 
+/* The EW kernels are compiled once per form, so that nothing is chosen inside them: the form of
+ * a launch that reduces with `op` (the plan's, else the call's; avg's kernel is sum's) over
+ * `pkt` packets, where addr_or is the OR of the call's user buffer bases and every block's S
+ * and O offsets (the kernel for word-aligned buffers when that is a multiple of the packet's
+ * payload word). -1 for an op or packet type without EW kernels. */
+int pcl_kernels_ew_form(ncclRedOp_t op, pcl_kpkt_t pkt, uint64_t addr_or);
+
 /* Launches `variant` for `dtype` with nblocks x nthreads on `stream` (capture-safe: a plain
- * kernel launch). ncclInvalidArgument for an unsupported dtype, variant or shape. */
-ncclResult_t pcl_kernels_launch(ncclDataType_t dtype, pcl_kvariant_t variant,
+ * kernel launch); `form` is pcl_kernels_ew_form's for the EW variants, 0 for the others.
+ * ncclInvalidArgument for an unsupported dtype, variant, form or shape. */
+ncclResult_t pcl_kernels_launch(ncclDataType_t dtype, pcl_kvariant_t variant, int form,
                                 const pcl_kargs_t *args, int nblocks, int nthreads,
                                 cudaStream_t stream);
 

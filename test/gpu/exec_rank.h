@@ -32,6 +32,7 @@ typedef struct {
   ncclDataType_t dt;
   ncclRedOp_t op;
   int inplace, ll8;
+  uint32_t shift; /* bytes added to both device buffers: element-aligned, not word-aligned */
   const pcl_exec_userbuf_t *ub; /* registered buffers (zero-copy / port plans), else NULL */
 } xr_case_t;
 

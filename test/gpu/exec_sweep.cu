@@ -111,18 +111,65 @@ int xs_one_case(xr_t *R, xr_case_t *c, uint64_t seed, xp_plan_res_t *pr, int *ke
     xr_fail(pr, c, "the simulator says %s: %s", pcl_sim_verdict_name((pcl_sim_verdict_t)x->verdict),
             x->msg);
   } else {
-    if (xr_launch(R, 0, c, x, R->d_in, R->d_out))
+    if (xr_launch(R, 0, c, x, R->d_in + c->shift, R->d_out + c->shift))
       return 1;
     /* Every rank has queued its kernel before any rank queues the read-back behind it: with more
      * streams than hardware queues (CUDA_DEVICE_MAX_CONNECTIONS), a read-back waiting for this
      * rank's spinning kernel can share a queue with a slower rank's launch that kernel needs. */
     CK(pcl_bootstrap_barrier(R->boot));
-    if (xr_check(R, 0, c, x, R->d_in, R->d_out, pr))
+    if (xr_check(R, 0, c, x, R->d_in + c->shift, R->d_out + c->shift, pr))
       return 1;
   }
   /* Also the barrier after the case: no rank overwrites an input a peer may still read, and rank
    * 0 rewrites the reference only once every rank compared. */
   return xr_any_kernel_error(R, kerr);
+}
+
+/* User buffers only element-aligned (a tensor view one element in): the kernels' unaligned
+ * forms (the EW kernels have one per form, kernels.h), at the plan's smallest size, 1- and
+ * 2-byte dtypes, both packet formats, the plan's placement. Plans that register user buffers
+ * are left out (registration is per exact buffer; those run no EW kernel). */
+static int misaligned_cases(xr_t *R, const pcl_plan_t *pl, uint64_t msg, xp_plan_res_t *pr,
+                            uint64_t *seed) {
+  static const ncclDataType_t dts[] = {ncclFloat16, ncclInt8};
+  xr_case_t c;
+  memset(&c, 0, sizeof(c));
+  c.plan = pl;
+  c.msg = msg;
+  c.inplace = pl->inplace;
+  c.op = ncclSum; /* collectives that do not reduce ignore it */
+  pcl_exec_shape_t shape;
+  if (pcl_plan_buffer_bytes(pl, c.msg, &c.in_bytes, &c.out_bytes) != 0 ||
+      c.in_bytes + 64 > XP_BUF_BYTES || c.out_bytes + 64 > XP_BUF_BYTES ||
+      pcl_exec_shape(pl, R->rank, c.in_bytes, c.out_bytes, &shape) != ncclSuccess ||
+      shape.remote_io || shape.port_io || !pcl_plan_accepts_op(pl, (int)ncclSum))
+    return 0;
+  for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++) {
+    for (int ll8 = 0; ll8 < 2; ll8++) {
+      int kerr = 0, agreed = 0;
+      c.dt = dts[d];
+      c.ll8 = ll8;
+      c.shift = (uint32_t)pcl_kernels_dtype_bytes(c.dt);
+      uint8_t *in, *out;
+      xr_bufs(R, &c, R->d_in + c.shift, R->d_out + c.shift, &in, &out);
+      pcl_exec_args_t a = xr_args(&c, in, out);
+      int sup = pcl_exec_supported(R->ctx[0], pl, &a);
+      if (agree(R, sup, &agreed))
+        return 1;
+      if (!agreed || !sup)
+        continue; /* the aligned cases above already report disagreement and refusals */
+      if (xs_one_case(R, &c, (*seed)++, pr, &kerr))
+        return 1;
+      if (kerr) { /* as the main loop: unpaired channel counters, so everything is rebuilt */
+        if (!pr->note[0])
+          snprintf(pr->note, sizeof(pr->note),
+                   "a kernel recorded an error on misaligned buffers; channels rebuilt");
+        xr_teardown(R);
+        return xr_setup(R);
+      }
+    }
+  }
+  return 0;
 }
 
 int xs_run_plan(xr_t *R, const pcl_plan_t *pl, xp_plan_res_t *pr, plan_info_t *info,
@@ -201,6 +248,8 @@ int xs_run_plan(xr_t *R, const pcl_plan_t *pl, xp_plan_res_t *pr, plan_info_t *i
       }
     }
   }
+  if (ns > 0 && misaligned_cases(R, pl, sizes[0], pr, seed))
+    return 1;
   if (info->zerocopy)
     info->kinds |= 1u << XP_KIND_ZEROCOPY;
   /* Every plan here must be runnable: an executor that refused all of a plan's cases is broken. */
