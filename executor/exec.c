@@ -27,8 +27,12 @@ typedef struct {
   uint32_t stride;
   int32_t *d_sems;
   /* The last (dtype, op, force_ll8) prog_check accepted and the packet format it chose: calls
-   * repeating it skip the check (plans with port channels recheck the proxy every call). */
+   * repeating it skip the check (plans with port channels recheck the proxy every call). EW:
+   * the kernel forms for that (op, packet) on buffers [0] not word-aligned, [1] aligned, and the
+   * word (pcl_kernels_ew_form), so a call only tests its buffers' alignment. */
   int ok_valid, ok_dtype, ok_op, ok_ll8, ok_pkt;
+  int ok_form[2];
+  uint64_t ok_word;
 } prog_t;
 
 /* The host-mapped words: error, abort, then the kernels' hang report (kernel_abi.h). */
@@ -572,6 +576,17 @@ ncclResult_t pcl_exec_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
   } else {
     if (!prog_check(c, plan, p, a, &pkt, 0))
       return ncclInvalidUsage;
+    if (p->ew != 0) {
+      const int op = p->ew_redop == PCL_KOP_REDOP_CALL ? (int)a->op : p->ew_redop;
+      p->ok_form[0] = pcl_kernels_ew_form((ncclRedOp_t)op, (pcl_kpkt_t)pkt, 0);
+      p->ok_form[1] = pcl_kernels_ew_form((ncclRedOp_t)op, (pcl_kpkt_t)pkt, 1);
+      p->ok_word = pcl_kernels_pkt_payload_bytes((pcl_kpkt_t)pkt);
+      if (p->ok_form[0] < 0 || p->ok_form[1] < 0 || p->ok_word == 0) {
+        /* prog_check accepted the op: the kernels and the check disagree */
+        PCL_WARN(PCL_LOG_EXEC, "plan %s: no EW kernel for reduction %d", plan->name, op);
+        return ncclInternalError;
+      }
+    }
     p->ok_valid = 1;
     p->ok_dtype = (int)a->dtype;
     p->ok_op = (int)a->op;
@@ -608,14 +623,8 @@ ncclResult_t pcl_exec_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
   }
   int form = 0;
   if (p->ew != 0) {
-    const int op = p->ew_redop == PCL_KOP_REDOP_CALL ? (int)a->op : p->ew_redop;
-    form = pcl_kernels_ew_form((ncclRedOp_t)op, (pcl_kpkt_t)pkt,
-                               (uint64_t)(uintptr_t)a->in | (uint64_t)(uintptr_t)a->out |
-                                   p->ew_off_or);
-    if (form < 0) { /* prog_check accepted the op: the kernels and the check disagree */
-      PCL_WARN(PCL_LOG_EXEC, "plan %s: no EW kernel for reduction %d", plan->name, op);
-      return ncclInternalError;
-    }
+    const uint64_t addr = (uint64_t)(uintptr_t)a->in | (uint64_t)(uintptr_t)a->out | p->ew_off_or;
+    form = p->ok_form[(addr & (p->ok_word - 1)) == 0];
   }
   return pcl_kernels_launch(a->dtype, prog_variant(p), form, &k, plan->max_blocks,
                             plan->num_threads_per_block, stream);

@@ -10,7 +10,7 @@ typedef void (*pcl_kfn_t)(pcl_kargs_t);
 
 /* The EW kernels are compiled once per form, with nothing chosen at run time: a kernel holding
  * every form behind a branch tree ran ~4-10 % slower than a kernel of one (the code it jumps
- * through at entry and back to the common tail; bench/NOTES.md, step 10). The form is
+ * through at entry and back to the common tail; bench/NOTES.md, step 11). The form is
  * (reduction, packet type, alignment): the reductions of types.def's PCL_KREDOP list in its order
  * (avg reduces as sum, so its entries are sum's kernels), pcl_kpkt_t, then 0 for user buffers
  * only element-aligned, 1 for buffers aligned to the packet's payload word. */

@@ -335,16 +335,21 @@ extern "C" int pcl_kernels_redop_supported(ncclDataType_t dtype, ncclRedOp_t op)
   }
 }
 
-extern "C" int pcl_kernels_pkt_reduce_supported(ncclDataType_t dtype, pcl_kpkt_t pkt) {
-  int i = kindex(dtype);
-  if (i < 0)
-    return 0;
+extern "C" size_t pcl_kernels_pkt_payload_bytes(pcl_kpkt_t pkt) {
   size_t payload = 0;
 #define PCL_KPKT(suffix, value, pkt_bytes, payload_bytes)                                          \
   if (pkt == value)                                                                                \
     payload = payload_bytes;
 #include "types.def"
 #undef PCL_KPKT
+  return payload;
+}
+
+extern "C" int pcl_kernels_pkt_reduce_supported(ncclDataType_t dtype, pcl_kpkt_t pkt) {
+  int i = kindex(dtype);
+  if (i < 0)
+    return 0;
+  size_t payload = pcl_kernels_pkt_payload_bytes(pkt);
   return payload != 0 && payload % pcl_ktable[i].bytes == 0;
 }
 
@@ -412,23 +417,17 @@ extern "C" ncclResult_t pcl_kernels_load_all(void) {
   return ncclSuccess;
 }
 
-extern "C" int pcl_kernels_ew_form(ncclRedOp_t op, pcl_kpkt_t pkt, uint64_t addr_or) {
+extern "C" int pcl_kernels_ew_form(ncclRedOp_t op, pcl_kpkt_t pkt, int aligned) {
   static const int ops[] = {
 #define PCL_KREDOP(suffix, nccl) nccl,
 #include "types.def"
 #undef PCL_KREDOP
   };
-  uint64_t word = 0;
-#define PCL_KPKT(suffix, value, pkt_bytes, payload_bytes)                                          \
-  if (pkt == value)                                                                                \
-    word = payload_bytes;
-#include "types.def"
-#undef PCL_KPKT
-  if (word == 0)
+  if (pcl_kernels_pkt_payload_bytes(pkt) == 0)
     return -1;
   for (int r = 0; r < (int)(sizeof(ops) / sizeof(ops[0])); r++)
     if (ops[r] == (int)op)
-      return (r * PCL_KPKT_COUNT + (int)pkt) * 2 + ((addr_or & (word - 1)) == 0 ? 1 : 0);
+      return (r * PCL_KPKT_COUNT + (int)pkt) * 2 + (aligned ? 1 : 0);
   return -1;
 }
 

@@ -48,12 +48,15 @@ typedef enum {
 /* "interpreter", "LL kernel", "EW2 kernel", "EW4 kernel", "EW8 kernel"; "?" out of range. */
 const char *pcl_kernels_variant_name(pcl_kvariant_t variant);
 
+/* Payload bytes of one packet (types.def: 8 for LL16, 4 for LL8), 0 for an unknown type. */
+size_t pcl_kernels_pkt_payload_bytes(pcl_kpkt_t pkt);
+
 /* The EW kernels are compiled once per form, so that nothing is chosen inside them: the form of
  * a launch that reduces with `op` (the plan's, else the call's; avg's kernel is sum's) over
- * `pkt` packets, where addr_or is the OR of the call's user buffer bases and every block's S
- * and O offsets (the kernel for word-aligned buffers when that is a multiple of the packet's
- * payload word). -1 for an op or packet type without EW kernels. */
-int pcl_kernels_ew_form(ncclRedOp_t op, pcl_kpkt_t pkt, uint64_t addr_or);
+ * `pkt` packets, `aligned` when every S and O of the call (user buffer base plus the block's
+ * offset) is a multiple of the packet's payload word. -1 for an op or packet type without EW
+ * kernels. */
+int pcl_kernels_ew_form(ncclRedOp_t op, pcl_kpkt_t pkt, int aligned);
 
 /* Launches `variant` for `dtype` with nblocks x nthreads on `stream` (capture-safe: a plain
  * kernel launch); `form` is pcl_kernels_ew_form's for the EW variants, 0 for the others.
