@@ -21,6 +21,9 @@
 #include <unistd.h>
 #include <cuda_runtime.h>
 #include "exec.h"
+extern "C" {
+#include "param.h"
+}
 #include "memchan.h"
 #include "ref_allreduce.cuh"
 
@@ -31,10 +34,11 @@
 #define RB_DEFAULT_THREADS 512
 
 /* RB_REFNOP: the reference kernel moving 0 bytes (its flag protocol alone), the control of the
- * nop plan. */
-enum { RB_PLAN, RB_REF, RB_EMPTY, RB_NOP, RB_REFNOP, RB_KINDS };
-static const char *const rb_kind_name[RB_KINDS] = {"plan", "reference", "empty kernel", "nop plan",
-                                                   "reference at 0 bytes"};
+ * nop plan. RB_EMPTYPDL: the empty kernel launched with programmatic dependent launch, the floor
+ * of planned calls under PLANCCL_PDL=1. */
+enum { RB_PLAN, RB_REF, RB_EMPTY, RB_NOP, RB_REFNOP, RB_EMPTYPDL, RB_KINDS };
+static const char *const rb_kind_name[RB_KINDS] = {
+    "plan", "reference", "empty kernel", "nop plan", "reference at 0 bytes", "empty kernel (PDL)"};
 
 typedef struct {
   int ranks[RB_MAX_RUNS];
@@ -217,6 +221,9 @@ static int rb_launch(rb_rank_t *R, const rb_case_t *c, int kind) {
 #endif
     RB_CUCK(pcl_ref_allreduce_launch(R->run->nranks, &R->ref, c->blocks, c->threads, R->st));
     return 0;
+  case RB_EMPTYPDL:
+    RB_CUCK(pcl_ref_empty_launch_pdl(c->blocks, c->threads, R->st));
+    return 0;
   default:
     RB_CUCK(pcl_ref_empty_launch(c->blocks, c->threads, R->st));
     return 0;
@@ -392,6 +399,8 @@ static int rb_case(rb_rank_t *R, int ci) {
   if (nop_ok && rb_time(R, ci, RB_NOP))
     return 1;
   if (c->ref_ok && rb_time(R, ci, RB_REFNOP))
+    return 1;
+  if (rb_time(R, ci, RB_EMPTYPDL))
     return 1;
   return rb_kernel_errors(R);
 }
@@ -983,12 +992,13 @@ static void rb_report(rb_summary_t *sum) {
              g_run.res[0][ci].kernel ? g_run.res[0][ci].kernel : "",
              g_run.res[0][ci].kernel ? ")" : "");
     if (g_o.csv)
-      printf("%d,%llu,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", g_run.nranks, (unsigned long long)c->bytes,
-             f[RB_PLAN], f[RB_REF], ratio, f[RB_EMPTY], f[RB_NOP], f[RB_REFNOP], pshape, rshape,
-             check, name);
+      printf("%d,%llu,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", g_run.nranks,
+             (unsigned long long)c->bytes, f[RB_PLAN], f[RB_REF], ratio, f[RB_EMPTY], f[RB_NOP],
+             f[RB_REFNOP], f[RB_EMPTYPDL], pshape, rshape, check, name);
     else
-      printf("%5d %7s %9s %9s %7s %9s %9s %9s %10s %10s %-14s %s\n", g_run.nranks, size, f[RB_PLAN],
-             f[RB_REF], ratio, f[RB_EMPTY], f[RB_NOP], f[RB_REFNOP], pshape, rshape, check, name);
+      printf("%5d %7s %9s %9s %7s %9s %9s %9s %9s %10s %10s %-14s %s\n", g_run.nranks, size,
+             f[RB_PLAN], f[RB_REF], ratio, f[RB_EMPTY], f[RB_NOP], f[RB_REFNOP], f[RB_EMPTYPDL],
+             pshape, rshape, check, name);
 #ifdef PCL_KPROF
     if (!g_o.csv) {
       rb_print_prof("plan", &g_run.res[0][ci].prof[0]);
@@ -1071,18 +1081,21 @@ int main(int argc, char **argv) {
          "ranks\n",
          prop.name, ngpus, prop.multiProcessorCount, g_o.iters, g_o.reps);
   printf("# empty = empty kernel node, nop = plan of one nop per block, refnop = the reference "
-         "moving 0 bytes (its flag protocol alone), all in the reference's shape; ratio = plan / "
-         "ref\n");
+         "moving 0 bytes (its flag protocol alone), emptypdl = the empty kernel launched with "
+         "programmatic dependent launch, all in the reference's shape; ratio = plan / ref\n");
+  printf("# planned kernels (plan, nop) launched %s\n",
+         pcl_param_pdl() ? "with programmatic dependent launch (PLANCCL_PDL=1)"
+                         : "plainly (PLANCCL_PDL=0)");
   if (g_o.blocks || g_o.threads)
     printf("# reference shape overridden (--blocks/--threads): where it differs from the plan's, "
            "the ratio compares different launch shapes\n");
   if (g_o.csv)
-    printf("ranks,bytes,plan_us,ref_us,ratio,empty_us,nop_us,refnop_us,plan_shape,ref_shape,check,"
-           "plan\n");
+    printf("ranks,bytes,plan_us,ref_us,ratio,empty_us,nop_us,refnop_us,emptypdl_us,plan_shape,"
+           "ref_shape,check,plan\n");
   else
-    printf("%5s %7s %9s %9s %7s %9s %9s %9s %10s %10s %-14s %s\n", "ranks", "size", "plan_us",
-           "ref_us", "ratio", "empty_us", "nop_us", "refnop_us", "plan_shape", "ref_shape", "check",
-           "plan");
+    printf("%5s %7s %9s %9s %7s %9s %9s %9s %9s %10s %10s %-14s %s\n", "ranks", "size", "plan_us",
+           "ref_us", "ratio", "empty_us", "nop_us", "refnop_us", "emptypdl", "plan_shape",
+           "ref_shape", "check", "plan");
   fflush(stdout);
 
   rb_summary_t sum;

@@ -254,4 +254,19 @@ static inline cudaError_t pcl_ref_empty_launch(int blocks, int threads, cudaStre
   return cudaGetLastError();
 }
 
+/* The same empty kernel with programmatic stream serialisation: the floor of a planned call
+ * launched with PLANCCL_PDL=1 (the launch overlaps the previous kernel's end). */
+static inline cudaError_t pcl_ref_empty_launch_pdl(int blocks, int threads, cudaStream_t stream) {
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(threads);
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, pcl_ref_empty_kernel);
+}
+
 #endif

@@ -54,6 +54,7 @@ struct pcl_exec_ctx {
   cudaStream_t side;
   pcl_kprof_t *d_prof; /* PCL_KPROF builds only, else NULL */
   uint64_t half;       /* this rank's constant scratch half */
+  uint8_t launch;      /* PCL_KLAUNCH_* of every launch (PLANCCL_PDL), fixed at creation */
   prog_t *progs;
   int nprogs, cap;
   int last;
@@ -69,6 +70,7 @@ ncclResult_t pcl_exec_ctx_create(const pcl_exec_config_t *cfg, pcl_exec_ctx_t **
     return ncclSystemError;
   c->cfg = *cfg;
   c->half = (cfg->scratch_bytes / 2) & ~(uint64_t)255;
+  c->launch = pcl_param_pdl() ? PCL_KLAUNCH_PDL : 0;
   PCL_CUDA_CHECK_GOTO(cudaSetDevice(cfg->cuda_dev), res, err_free);
   PCL_CHECK_GOTO(pcl_kernels_load_all(), res, err_dev);
   PCL_CUDA_CHECK_GOTO(cudaMalloc((void **)&c->d_state, sizeof(pcl_kstate_t)), res, err_dev);
@@ -607,7 +609,8 @@ ncclResult_t pcl_exec_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
   k.scratch_half = plan->use_double_scratch_buffer ? c->half : 0;
   k.timeout_ns = c->cfg.timeout_s > 0 ? (uint64_t)c->cfg.timeout_s * 1000000000ull : 0;
   k.prof = c->d_prof;
-  k.nranks = (uint32_t)c->cfg.nranks;
+  k.nranks = (uint16_t)c->cfg.nranks;
+  k.launch = c->launch;
   k.pkt = (uint8_t)pkt;
   k.redop = (uint8_t)a->op;
   if (a->op == ncclAvg && p->shape.has_reduce) {

@@ -55,6 +55,31 @@ static __device__ void pcl_kprof_end(pcl_kprof_t *p, uint64_t ns0, uint64_t clk0
 }
 #endif
 
+/* Programmatic dependent launch (PLANCCL_PDL, kernels/exec_kernel.cu's launch): a kernel
+ * launched with it may start while the previous kernel of its stream still runs, so it must
+ * not touch memory that kernel writes (flag slots, scratch, user buffers) before
+ * pcl_kdep_wait(), which returns once that kernel has ended and its writes are visible; the
+ * program and descriptors (written by the host before the launch was queued) may be read
+ * first. Without the launch attribute both instructions do nothing. */
+static __device__ __forceinline__ void pcl_kdep_wait(void) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+/* Lets the next kernel of the stream start (it then waits in pcl_kdep_wait for this one to
+ * end). Issued once every thread of the block is past its last wait on a peer (hence the
+ * barrier: one thread's trigger counts for its block): a dependent grid is launched once every
+ * block of this grid has triggered, so it can never hold SMs that a peer's grid of THIS call
+ * still needs (every peer block this grid waited for had already run its puts), and what this
+ * grid still does (the avg barrier over its own resident blocks, the flag stores) needs nothing
+ * from anyone: the executor's co-residency rule is unchanged. `synced`: the caller has just
+ * synchronised the block. */
+static __device__ __forceinline__ void pcl_kdep_trigger(const pcl_kargs_t &a, bool synced) {
+  if (a.launch & PCL_KLAUNCH_PDL) {
+    if (!synced)
+      __syncthreads();
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  }
+}
+
 /* The avg barrier, with the calling kernel's spin watchdog. */
 static __device__ __forceinline__ void pcl_kend_barrier(pcl_kbarrier_t *b, uint32_t n,
                                                         pcl_kwatch_t *w) {
@@ -69,11 +94,12 @@ static __device__ __forceinline__ void pcl_kend_barrier(pcl_kbarrier_t *b, uint3
  * result region scaled once every block's ops are done; every block is resident, which the
  * executor checks), then this block's flag slots. Precondition: every thread of the block has
  * read its flag slot already (the interpreter and the LL kernel: thread 0 before their first
- * __syncthreads; the elementwise kernel synchronises before calling this). Nothing here waits
- * for the slot stores: only later kernels of the stream read them. */
+ * __syncthreads; the elementwise kernel synchronises before calling this: `synced`). Nothing
+ * here waits for the slot stores: only later kernels of the stream read them. */
 template <typename T, typename WATCH>
 static __device__ __forceinline__ void pcl_kexec_end(const pcl_kargs_t &a, uint64_t flag64,
-                                                     WATCH *w) {
+                                                     WATCH *w, bool synced) {
+  pcl_kdep_trigger(a, synced);
   if (a.avg_count != 0) {
     if (gridDim.x > 1)
       pcl_kend_barrier(&a.state->avg_barrier, gridDim.x, w);

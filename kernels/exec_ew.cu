@@ -95,19 +95,22 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS, 1)
   static_assert(NT <= PCL_KEW_MAX, "the descriptor holds PCL_KEW_MAX entries");
   PCL_KPROF_ENTRY;
   const pcl_kew_t *d = (const pcl_kew_t *)a.blocks + blockIdx.x;
-  const uint64_t f64 =
-      *(volatile const uint64_t *)&a.state->flag[blockIdx.x % PCL_KABI_FLAG_SLOTS] + 1;
   /* The descriptor, in 16-byte units: [0] and [1] the header, [2 + j] put[j], [2 + PCL_KEW_MAX
    * + j] term[j]. Each warp loads the 2 + 2 * NT units it needs ONCE, one unit per lane (one
    * request per warp, not one per unit), and the lanes share them by shuffles; the loads do not
    * depend on the flag, so they overlap the slot's. Unused entries are loaded too (the
    * descriptor always holds PCL_KEW_MAX): loads predicated on nput/nterm would wait for the
-   * header first. Needs whole warps (exec.c picks the EW kernels only then). */
+   * header first. Needs whole warps (exec.c picks the EW kernels only then). The host wrote
+   * the descriptor before the launch, so it is read before pcl_kdep_wait; the flag slot (the
+   * previous call's kernel wrote it) after. */
   const unsigned lane = threadIdx.x & 31u;
   const unsigned unit = lane < 2u + NT ? lane : lane - NT + PCL_KEW_MAX;
   uint4 mine = make_uint4(0, 0, 0, 0);
   if (lane < 2u + 2u * NT)
     mine = ((const uint4 *)d)[unit];
+  pcl_kdep_wait();
+  const uint64_t f64 =
+      *(volatile const uint64_t *)&a.state->flag[blockIdx.x % PCL_KABI_FLAG_SLOTS] + 1;
   const uint32_t flag = (uint32_t)f64, odd = flag & 1u;
   const uint32_t bytes = __shfl_sync(0xffffffffu, mine.x, 0);
   const uint32_t s_off = __shfl_sync(0xffffffffu, mine.y, 0);
@@ -147,7 +150,7 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS, 1)
   prof_op[1] = clock64();
 #endif
   __syncthreads();
-  pcl_kexec_end<T>(a, f64, &w);
+  pcl_kexec_end<T>(a, f64, &w, true);
   PCL_KPROF_EXIT(2);
 }
 

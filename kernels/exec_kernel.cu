@@ -15,16 +15,19 @@ extern "C" {
 #include "param.h"
 }
 
-/* Both kernels' start: thread 0 loads this block's flag slot while every thread copies its
- * share of the block's packed program: one round of independent loads, not a dependent chain.
- * The caller's __syncthreads makes both visible. */
+/* Both kernels' start: every thread copies its share of the block's packed program (the host
+ * wrote it before the launch: it may be read before pcl_kdep_wait), then thread 0 loads this
+ * block's flag slot, written by the previous call's kernel: after the wait. Without PDL the
+ * wait is free and the loads overlap as one round. The caller's __syncthreads makes both
+ * visible. */
 static __device__ __forceinline__ void pcl_kstart(const pcl_kargs_t &a, uint4 *smem,
                                                   uint64_t *flag64) {
-  if (threadIdx.x == 0)
-    *flag64 = *(volatile uint64_t *)&a.state->flag[blockIdx.x % PCL_KABI_FLAG_SLOTS] + 1;
   const uint4 *g = (const uint4 *)a.blocks + (size_t)blockIdx.x * (a.stride / 16);
   for (uint32_t i = threadIdx.x; i < a.stride / 16u; i += blockDim.x)
     smem[i] = g[i];
+  pcl_kdep_wait();
+  if (threadIdx.x == 0)
+    *flag64 = *(volatile uint64_t *)&a.state->flag[blockIdx.x % PCL_KABI_FLAG_SLOTS] + 1;
 }
 
 /* Copies this block's packed program into shared memory, runs its ops, then advances this
@@ -95,7 +98,7 @@ __global__ void __launch_bounds__(1024, 1) pcl_kexec(const __grid_constant__ pcl
   }
   (void)top;
   const uint64_t f = flag64;
-  pcl_kexec_end<T>(a, f, &w);
+  pcl_kexec_end<T>(a, f, &w, false);
   PCL_KPROF_EXIT(top);
 }
 
@@ -164,7 +167,7 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS)
       prof_op[i] = clock64();
 #endif
   }
-  pcl_kexec_end<T>(a, f64, &w);
+  pcl_kexec_end<T>(a, f64, &w, false);
   PCL_KPROF_EXIT(nops);
 }
 
@@ -237,8 +240,14 @@ typedef CUresult (*pcl_cu_launch_fn_t)(CUfunction f, unsigned gx, unsigned gy, u
 
 /* g_cu_kexec is written before g_cu_launch is published (release) and never after;
  * launchers load g_cu_launch (acquire) first, so a non-NULL pointer implies a complete table. */
+typedef CUresult (*pcl_cu_launch_ex_fn_t)(const CUlaunchConfig *config, CUfunction f, void **params,
+                                          void **extra);
+
 static CUfunction g_cu_kexec[PCL_KTABLE_N * PCL_KSLOTS]; /* [dtype index * slots + slot] */
 static pcl_cu_launch_fn_t g_cu_launch;
+/* cuLaunchKernelEx, for launches with attributes (PDL); written before g_cu_launch is published
+ * and read after its acquire, like the table. NULL: such launches go through the runtime. */
+static pcl_cu_launch_ex_fn_t g_cu_launch_ex;
 static pthread_once_t g_cu_once = PTHREAD_ONCE_INIT;
 static int g_cu_fallbacks; /* driver refusals the runtime then launched */
 #define PCL_CU_MAX_FALLBACKS 64
@@ -262,6 +271,15 @@ static void cu_launch_resolve(void) {
     if (e == cudaSuccess && k == NULL)
       e = cudaErrorInvalidDeviceFunction;
   }
+  void *fn_ex = NULL;
+  enum cudaDriverEntryPointQueryResult q_ex = cudaDriverEntryPointSymbolNotFound;
+  if (e == cudaSuccess &&
+      (cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", &fn_ex, 12000, cudaEnableDefault,
+                                        &q_ex) != cudaSuccess ||
+       q_ex != cudaDriverEntryPointSuccess)) {
+    (void)cudaGetLastError();
+    fn_ex = NULL; /* PDL launches take the runtime path */
+  }
   if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || fn == NULL) {
     (void)cudaGetLastError(); /* leave no error behind for the application */
     PCL_INFO(PCL_LOG_EXEC,
@@ -270,6 +288,7 @@ static void cu_launch_resolve(void) {
              cudaGetErrorString(e), (int)q);
     return;
   }
+  g_cu_launch_ex = (pcl_cu_launch_ex_fn_t)fn_ex;
   __atomic_store_n(&g_cu_launch, (pcl_cu_launch_fn_t)fn, __ATOMIC_RELEASE);
   PCL_INFO(PCL_LOG_EXEC, "interpreter kernels launch with the driver's cuLaunchKernel");
 }
@@ -280,16 +299,55 @@ static void cu_launch_resolve(void) {
  * (the runtime makes the device's primary context current) and reports real errors with their
  * runtime text. Should the driver keep refusing what the runtime accepts, the driver path is
  * given up for the process (paying for two launch attempts per call would be worse). */
+/* Programmatic dependent launch (pdl): the kernel may start while the previous kernel of the
+ * stream ends (kernel_abi.h, PCL_KLAUNCH_PDL); captured into a graph it becomes a programmatic
+ * edge. Only the launch attribute differs from a plain launch. */
+static CUresult cu_launch_pdl(pcl_cu_launch_ex_fn_t ex, CUfunction f, unsigned grid, unsigned block,
+                              void **params, unsigned smem, cudaStream_t stream) {
+  CUlaunchAttribute attr = {};
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig cfg = {};
+  cfg.gridDimX = grid;
+  cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = block;
+  cfg.blockDimY = cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = smem;
+  cfg.hStream = (CUstream)stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return ex(&cfg, f, params, NULL);
+}
+
+static cudaError_t rt_launch(const void *rt_fn, unsigned grid, unsigned block, void **params,
+                             unsigned smem, cudaStream_t stream, int pdl) {
+  if (!pdl)
+    return cudaLaunchKernel(rt_fn, dim3(grid), dim3(block), params, smem, stream);
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(block);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelExC(&cfg, rt_fn, params);
+}
+
 static ncclResult_t launch(const CUfunction *cu_table, int i, const void *rt_fn, unsigned grid,
                            unsigned block, void **params, unsigned smem, cudaStream_t stream,
-                           const char *what) {
+                           int pdl, const char *what) {
   pcl_cu_launch_fn_t cu = __atomic_load_n(&g_cu_launch, __ATOMIC_ACQUIRE);
-  if (cu != NULL) {
+  if (cu != NULL && (!pdl || g_cu_launch_ex != NULL)) {
     /* The handle is read after the acquire: the table is complete once g_cu_launch is set. */
-    CUresult r = cu(cu_table[i], grid, 1, 1, block, 1, 1, smem, (CUstream)stream, params, NULL);
+    CUresult r =
+        pdl ? cu_launch_pdl(g_cu_launch_ex, cu_table[i], grid, block, params, smem, stream)
+            : cu(cu_table[i], grid, 1, 1, block, 1, 1, smem, (CUstream)stream, params, NULL);
     if (r == CUDA_SUCCESS)
       return ncclSuccess;
-    cudaError_t e = cudaLaunchKernel(rt_fn, dim3(grid), dim3(block), params, smem, stream);
+    cudaError_t e = rt_launch(rt_fn, grid, block, params, smem, stream, pdl);
     if (e != cudaSuccess) {
       PCL_WARN(PCL_LOG_EXEC, "%s launch failed: %s (driver: CUresult %d)", what,
                cudaGetErrorString(e), (int)r);
@@ -306,7 +364,7 @@ static ncclResult_t launch(const CUfunction *cu_table, int i, const void *rt_fn,
       __atomic_store_n(&g_cu_launch, (pcl_cu_launch_fn_t)NULL, __ATOMIC_RELAXED);
     return ncclSuccess;
   }
-  cudaError_t e = cudaLaunchKernel(rt_fn, dim3(grid), dim3(block), params, smem, stream);
+  cudaError_t e = rt_launch(rt_fn, grid, block, params, smem, stream, pdl);
   if (e != cudaSuccess) {
     PCL_WARN(PCL_LOG_EXEC, "%s launch failed: %s", what, cudaGetErrorString(e));
     return ncclUnhandledCudaError;
@@ -450,5 +508,5 @@ extern "C" ncclResult_t pcl_kernels_launch(ncclDataType_t dtype, pcl_kvariant_t 
   const int slot = kslot((int)variant, form);
   return launch(g_cu_kexec, i * PCL_KSLOTS + slot, kfn((size_t)i, slot), (unsigned)nblocks,
                 (unsigned)nthreads, params, kvar_smem((int)variant, args->stride), stream,
-                kvar_name[variant]);
+                (args->launch & PCL_KLAUNCH_PDL) != 0, kvar_name[variant]);
 }

@@ -352,6 +352,11 @@ typedef struct PCL_KABI_ALIGN(16) {
 } pcl_khang_t;
 PCL_KABI_ASSERT(sizeof(pcl_khang_t) == 64, "hang report layout");
 
+/* pcl_kargs_t.launch. PDL: launched with programmatic stream serialisation (PLANCCL_PDL), so
+ * the kernel waits for its predecessor before touching shared memory and lets its successor
+ * start once every block is past its last wait (exec_end.cuh). */
+#define PCL_KLAUNCH_PDL 1u
+
 /* Kernel arguments, passed by value. User buffers are arguments (not baked into the program),
  * so one device program serves every buffer pair of the same shape. */
 typedef struct PCL_KABI_ALIGN(16) {
@@ -368,7 +373,9 @@ typedef struct PCL_KABI_ALIGN(16) {
   pcl_kprof_t *prof;                   /* phase timing (PCL_KPROF builds), else NULL */
   uint64_t avg_out;   /* avg calls: the rank's result region, scaled by 1/nranks (floats) or */
   uint64_t avg_count; /* divided by nranks (integers) once every block's ops are done; 0: none */
-  uint32_t nranks;    /* ranks (the avg divisor) */
+  uint16_t nranks;    /* ranks (the avg divisor) */
+  uint8_t launch;     /* PCL_KLAUNCH_*: how the host launched this kernel */
+  uint8_t reserved;   /* zero */
   uint8_t pkt;        /* pcl_kpkt_t */
   uint8_t redop;      /* pcl_kredop_t (kernels.h) */
   uint16_t stride;    /* bytes between packed blocks (multiple of 16) */

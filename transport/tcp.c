@@ -29,6 +29,12 @@
 /* Puts up to this size are copied into the outbox (below) and leave with what follows them;
  * larger ones are sent from their source (host) or staged in STAGE_BYTES chunks (device). */
 #define OUTBOX_PUT_MAX (64u << 10)
+/* Device destinations: recv_stage is RX_SLOTS slots; each chunk read from the socket is copied
+ * to the GPU asynchronously from its own slot, so the next one is read while it copies. */
+#define RX_SLOTS 8
+#define RX_SLOT_BYTES (STAGE_BYTES / RX_SLOTS)
+/* Large device sources: send_stage's two halves alternate, one filling while the other sends. */
+#define TX_HALF_BYTES (STAGE_BYTES / 2)
 
 enum { MSG_PUT = 1, MSG_SIGNAL = 2 };
 
@@ -60,6 +66,14 @@ typedef struct {
   int stage_pinned;
   /* The device's staging streams (tcp_streams_get), shared by every connection on it. */
   cudaStream_t send_stream, recv_stream;
+  /* Receiver thread only. rx_ev[k]: recorded after the copy out of slot k (rx_used[k]: one was
+   * recorded); a slot is refilled only after its event. Device puts and device semaphore
+   * writes are ordered by recv_stream alone, so a device signal needs no wait; a host-memory
+   * signal waits for the last copy (rx_last) first, since its plain store would overtake it. */
+  cudaEvent_t rx_ev[RX_SLOTS];
+  int rx_used[RX_SLOTS], rx_next, rx_last;
+  /* Proxy thread only: tx_ev[h] recorded after the copy into send_stage half h. */
+  cudaEvent_t tx_ev[2];
 } tcp_conn_t;
 
 /* Staging copies run on non-blocking streams (the legacy default stream would wait for the very
@@ -119,6 +133,17 @@ static cudaError_t copy_sync(void *dst, const void *src, size_t n, enum cudaMemc
   return e == cudaSuccess ? cudaStreamSynchronize(s) : e;
 }
 
+static void events_destroy(tcp_conn_t *c) {
+  for (int k = 0; k < RX_SLOTS; k++)
+    if (c->rx_ev[k] != NULL)
+      cudaEventDestroy(c->rx_ev[k]);
+  for (int k = 0; k < 2; k++)
+    if (c->tx_ev[k] != NULL)
+      cudaEventDestroy(c->tx_ev[k]);
+  memset(c->rx_ev, 0, sizeof(c->rx_ev));
+  memset(c->tx_ev, 0, sizeof(c->tx_ev));
+}
+
 static ncclResult_t stage_alloc(tcp_conn_t *c) {
   const int dev = c->ctx->cuda_dev;
   if (dev < 0) { /* no GPU: nothing to stage, plain host buffers */
@@ -133,10 +158,17 @@ static ncclResult_t stage_alloc(tcp_conn_t *c) {
     e = cudaHostAlloc(&c->send_stage, STAGE_BYTES, 0);
     if (e == cudaSuccess)
       e = cudaHostAlloc(&c->recv_stage, STAGE_BYTES, 0);
+    for (int k = 0; k < RX_SLOTS && e == cudaSuccess; k++)
+      e = cudaEventCreateWithFlags(&c->rx_ev[k], cudaEventDisableTiming);
+    for (int k = 0; k < 2 && e == cudaSuccess; k++)
+      e = cudaEventCreateWithFlags(&c->tx_ev[k], cudaEventDisableTiming);
     if (e != cudaSuccess) {
+      events_destroy(c);
       if (c->send_stage)
         cudaFreeHost(c->send_stage);
-      c->send_stage = NULL;
+      if (c->recv_stage)
+        cudaFreeHost(c->recv_stage);
+      c->send_stage = c->recv_stage = NULL;
       tcp_streams_put(dev);
       c->send_stream = c->recv_stream = NULL;
     }
@@ -151,7 +183,13 @@ static ncclResult_t stage_alloc(tcp_conn_t *c) {
   return ncclSuccess;
 }
 
+/* Called once neither thread copies any more: the receiver's copies still in flight end first
+ * (they read recv_stage). */
 static void stage_free(tcp_conn_t *c) {
+  for (int k = 0; k < RX_SLOTS; k++)
+    if (c->rx_used[k] && cudaEventSynchronize(c->rx_ev[k]) != cudaSuccess)
+      (void)cudaGetLastError();
+  events_destroy(c);
   if (c->send_stream)
     tcp_streams_put(c->ctx->cuda_dev);
   if (c->stage_pinned) {
@@ -196,20 +234,34 @@ static int rx_bytes(tcp_conn_t *c, void *buf, size_t n, int first) {
   return 1;
 }
 
+static int rx_cuda_failed(tcp_conn_t *c, const char *what, cudaError_t e) {
+  PCL_WARN(PCL_LOG_NET, "tcp rank %d: %s failed: %s", c->ctx->rank, what, cudaGetErrorString(e));
+  return -1;
+}
+
+/* Device destination: each chunk is read into the next slot (once that slot's previous copy has
+ * ended) and copied asynchronously, so reading the socket overlaps the copies. */
 static int apply_put(tcp_conn_t *c, const tcp_hdr_t *h, const pcl_mem_local_t *m) {
   char *dst = (char *)m->base + h->off;
   if (!m->is_device)
     return rx_bytes(c, dst, h->arg, 0) == 1 ? 0 : -1;
   for (uint64_t done = 0; done < h->arg;) {
-    size_t n = h->arg - done < STAGE_BYTES ? (size_t)(h->arg - done) : STAGE_BYTES;
-    if (rx_bytes(c, c->recv_stage, n, 0) != 1)
+    size_t n = h->arg - done < RX_SLOT_BYTES ? (size_t)(h->arg - done) : RX_SLOT_BYTES;
+    const int k = c->rx_next;
+    char *slot = (char *)c->recv_stage + (size_t)k * RX_SLOT_BYTES;
+    cudaError_t e = c->rx_used[k] ? cudaEventSynchronize(c->rx_ev[k]) : cudaSuccess;
+    if (e != cudaSuccess)
+      return rx_cuda_failed(c, "copy to GPU memory", e);
+    if (rx_bytes(c, slot, n, 0) != 1)
       return -1;
-    cudaError_t e = copy_sync(dst + done, c->recv_stage, n, cudaMemcpyHostToDevice, c->recv_stream);
-    if (e != cudaSuccess) {
-      PCL_WARN(PCL_LOG_NET, "tcp rank %d: copy to GPU memory failed: %s", c->ctx->rank,
-               cudaGetErrorString(e));
-      return -1;
-    }
+    e = cudaMemcpyAsync(dst + done, slot, n, cudaMemcpyHostToDevice, c->recv_stream);
+    if (e == cudaSuccess)
+      e = cudaEventRecord(c->rx_ev[k], c->recv_stream);
+    if (e != cudaSuccess)
+      return rx_cuda_failed(c, "copy to GPU memory", e);
+    c->rx_used[k] = 1;
+    c->rx_last = k;
+    c->rx_next = (k + 1) % RX_SLOTS;
     done += n;
   }
   return 0;
@@ -218,19 +270,23 @@ static int apply_put(tcp_conn_t *c, const tcp_hdr_t *h, const pcl_mem_local_t *m
 static int apply_signal(tcp_conn_t *c, const tcp_hdr_t *h, const pcl_mem_local_t *m) {
   uint64_t *sem = (uint64_t *)((char *)m->base + h->off);
   if (!m->is_device) {
+    /* The device puts before it must have landed: wait for the last copy (the earlier ones end
+     * before it, one stream). */
+    if (c->rx_used[c->rx_last]) {
+      cudaError_t e = cudaEventSynchronize(c->rx_ev[c->rx_last]);
+      if (e != cudaSuccess)
+        return rx_cuda_failed(c, "copy to GPU memory", e);
+    }
     /* Release: the data written before (by this thread) is visible to whoever acquires it. */
     atomic_store_explicit((_Atomic uint64_t *)sem, h->arg, memory_order_release);
     return 0;
   }
-  /* Synchronous copy: ordered after the data copies this thread already completed. The value
-   * comes from pageable memory (h), which cudaMemcpyAsync copies before returning. */
-  cudaError_t e = copy_sync(sem, &h->arg, sizeof(uint64_t), cudaMemcpyHostToDevice, c->recv_stream);
-  if (e != cudaSuccess) {
-    PCL_WARN(PCL_LOG_NET, "tcp rank %d: semaphore write failed: %s", c->ctx->rank,
-             cudaGetErrorString(e));
-    return -1;
-  }
-  return 0;
+  /* Queued behind the data copies on the same stream, so the GPU sees it after them; no wait.
+   * The value comes from pageable memory (h), which cudaMemcpyAsync has copied when it returns
+   * (the CUDA runtime's rule for pageable host-to-device copies). */
+  cudaError_t e =
+      cudaMemcpyAsync(sem, &h->arg, sizeof(uint64_t), cudaMemcpyHostToDevice, c->recv_stream);
+  return e == cudaSuccess ? 0 : rx_cuda_failed(c, "semaphore write", e);
 }
 
 static void *rx_main(void *arg) {
@@ -362,6 +418,48 @@ static ncclResult_t out_room(tcp_conn_t *c, size_t n) {
   return c->out_len + n <= STAGE_BYTES ? ncclSuccess : out_drain(c);
 }
 
+/* Queues the copy of chunk [at, at + n) of a device source into send_stage half `half`. */
+static cudaError_t tx_stage(tcp_conn_t *c, const char *s, uint64_t at, size_t n, int half) {
+  cudaError_t e = cudaMemcpyAsync((char *)c->send_stage + (size_t)half * TX_HALF_BYTES, s + at, n,
+                                  cudaMemcpyDeviceToHost, c->send_stream);
+  return e == cudaSuccess ? cudaEventRecord(c->tx_ev[half], c->send_stream) : e;
+}
+
+/* A large device source (the outbox is empty): chunks staged into the halves of send_stage in
+ * turn, the next copy running while the current half is sent. Every copy queued has ended when
+ * this returns, so the outbox may be reused at once. */
+static ncclResult_t send_device(tcp_conn_t *c, const char *s, uint64_t bytes) {
+  ncclResult_t res = ncclSuccess;
+  size_t n = bytes < TX_HALF_BYTES ? (size_t)bytes : TX_HALF_BYTES;
+  cudaError_t e = tx_stage(c, s, 0, n, 0);
+  int inflight = e == cudaSuccess ? 0 : -1; /* the half a queued copy fills, -1: none */
+  for (uint64_t done = 0; e == cudaSuccess && res == ncclSuccess && done < bytes;) {
+    const int cur = inflight;
+    e = cudaEventSynchronize(c->tx_ev[cur]);
+    inflight = -1;
+    const uint64_t next = done + n;
+    size_t nn = 0;
+    if (e == cudaSuccess && next < bytes) {
+      nn = bytes - next < TX_HALF_BYTES ? (size_t)(bytes - next) : TX_HALF_BYTES;
+      e = tx_stage(c, s, next, nn, cur ^ 1);
+      if (e == cudaSuccess)
+        inflight = cur ^ 1;
+    }
+    if (e == cudaSuccess)
+      res = send_all(c, (char *)c->send_stage + (size_t)cur * TX_HALF_BYTES, n);
+    done = next;
+    n = nn;
+  }
+  if (inflight >= 0 && cudaEventSynchronize(c->tx_ev[inflight]) != cudaSuccess)
+    (void)cudaGetLastError(); /* an error already being reported */
+  if (e != cudaSuccess) {
+    PCL_WARN(PCL_LOG_NET, "tcp rank %d: staging GPU data failed: %s", c->ctx->rank,
+             cudaGetErrorString(e));
+    return ncclUnhandledCudaError;
+  }
+  return res;
+}
+
 static ncclResult_t tcp_put(void *conn, const pcl_mem_local_t *src, uint64_t so,
                             const pcl_mem_remote_t *dst, uint64_t doff, uint64_t bytes) {
   tcp_conn_t *c = conn;
@@ -389,18 +487,7 @@ static ncclResult_t tcp_put(void *conn, const pcl_mem_local_t *src, uint64_t so,
   PCL_CHECK(send_all(c, &h, sizeof(h)));
   if (!src->is_device)
     return send_all(c, s, bytes);
-  for (uint64_t done = 0; done < bytes;) {
-    size_t n = bytes - done < STAGE_BYTES ? (size_t)(bytes - done) : STAGE_BYTES;
-    cudaError_t e = copy_sync(c->send_stage, s + done, n, cudaMemcpyDeviceToHost, c->send_stream);
-    if (e != cudaSuccess) {
-      PCL_WARN(PCL_LOG_NET, "tcp rank %d: staging GPU data failed: %s", c->ctx->rank,
-               cudaGetErrorString(e));
-      return ncclUnhandledCudaError;
-    }
-    PCL_CHECK(send_all(c, c->send_stage, n));
-    done += n;
-  }
-  return ncclSuccess;
+  return send_device(c, s, bytes);
 }
 
 /* A signal leaves at once, with whatever waits before it in the outbox. */

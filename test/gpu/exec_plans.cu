@@ -20,6 +20,9 @@
 #include <unistd.h>
 #include <cuda_runtime.h>
 #include "exec_plans.h"
+extern "C" { /* param.h has no C++ guard of its own */
+#include "param.h"
+}
 #include "transport.h"
 extern "C" {
 #include "plan.h"
@@ -190,21 +193,26 @@ static int summarise(const xp_group_t *g, int *passed, int *failed, int *skipped
            xp_kind_names[k], r0->graph_plan[k], v > 0 ? "ok" : "FAIL");
     v > 0 ? (*passed)++ : ((*failed)++, bad++);
   }
-  for (int t = 0; t < 2; t++) {
+  static const char *const alt_name[XP_ALT_MODES] = {"plans alternating back to back",
+                                                     "two communicators interleaved",
+                                                     "plans alternating in one CUDA graph"};
+  for (int t = 0; t < XP_ALT_MODES; t++) {
     int v = 1;
     for (int r = 0; r < g->nranks; r++) {
-      int x = t ? g->res[r].two : g->res[r].alt;
+      int x = g->res[r].alt[t];
       v = x < 0 ? -1 : v > 0 && x == 0 ? 0 : v;
     }
     if (v == 0) {
-      if (t && r0->alt != 0)
-        printf("%-6s %5d %4d  %-45s %s\n", mode, g->nranks, g->rpn, "two communicators interleaved",
+      if (t == XP_ALT_TWO && r0->alt[XP_ALT_EAGER] != 0)
+        printf("%-6s %5d %4d  %-45s %s\n", mode, g->nranks, g->rpn, alt_name[t],
                "not run: two communicators' grids do not fit on the GPU at once");
       continue;
     }
-    printf("%-6s %5d %4d  %-45s %s\n", mode, g->nranks, g->rpn,
-           t ? "two communicators interleaved" : "plans alternating back to back",
-           v > 0 ? "ok" : "FAIL");
+    char what[96];
+    snprintf(what, sizeof(what), "%s", alt_name[t]);
+    if (t == XP_ALT_GRAPH && pcl_param_pdl())
+      snprintf(what, sizeof(what), "%s (%d PDL edges)", alt_name[t], r0->alt_pdl_edges);
+    printf("%-6s %5d %4d  %-45s %s\n", mode, g->nranks, g->rpn, what, v > 0 ? "ok" : "FAIL");
     v > 0 ? (*passed)++ : ((*failed)++, bad++);
   }
   int cv = 1;

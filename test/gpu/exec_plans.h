@@ -13,6 +13,7 @@
 #define XP_MAX_MSG (1ull << 20)   /* largest message of the case sweep */
 #define XP_BUF_BYTES (2ull << 20) /* device buffer per rank and direction (>= any out_bytes) */
 #define XP_ALT_CALLS 8            /* back-to-back calls of the alternation test */
+enum { XP_ALT_EAGER, XP_ALT_TWO, XP_ALT_GRAPH, XP_ALT_MODES };
 #define XP_ALT_MAX (128ull << 10) /* their largest message */
 #define XP_GRAPH_REPLAYS 50
 #define XP_MAX_FAULTS 8 /* kernel-fault scenarios */
@@ -58,8 +59,12 @@ typedef struct {
   int ran, rc, nplans;
   int graph[XP_NKINDS]; /* 1 ok, -1 failed, 0 no plan of that kind */
   char graph_plan[XP_NKINDS][64];
-  int alt, two; /* alternation / two communicators: 1 ok, -1 failed, 0 not run */
-  int cores;    /* the co-residency check: 1 ok, -1 failed, 0 not run */
+  /* Back-to-back calls (xs_run_alternating), [XP_ALT_EAGER] alternating plans, [XP_ALT_TWO]
+   * over two communicators, [XP_ALT_GRAPH] alternating in one CUDA graph: 1 ok, -1 failed, 0
+   * not run. alt_pdl_edges: programmatic edges in that graph (PLANCCL_PDL=1 makes them). */
+  int alt[XP_ALT_MODES];
+  int alt_pdl_edges;
+  int cores; /* the co-residency check: 1 ok, -1 failed, 0 not run */
   double lat_ll_1k, lat_nop1, lat_nop8;
   int nfaults; /* kernel-fault scenarios run (exec_faults.cu) */
   struct {

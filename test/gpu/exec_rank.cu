@@ -201,17 +201,30 @@ int xr_any_kernel_error(xr_t *R, int *any) {
   return 0;
 }
 
-/* Input in, launch (on comm `comm`), nothing waited for. */
-int xr_launch(xr_t *R, int comm, const xr_case_t *c, const xp_ref_t *x, uint8_t *din,
-              uint8_t *dout) {
+/* Output poisoned and input in, then (xr_launch_staged) the launch, on comm `comm`'s stream;
+ * nothing waited for. The check macros name `rank`. */
+int xr_stage(xr_t *R, int comm, const xr_case_t *c, const xp_ref_t *x, uint8_t *din,
+             uint8_t *dout) {
   int rank = R->rank;
   uint8_t *in, *out;
   xr_bufs(R, c, din, dout, &in, &out);
   CUCK(cudaMemsetAsync(dout, 0xa5, xr_region_bytes(c), R->st[comm]));
   CUCK(cudaMemcpyAsync(in, x->in[rank], c->in_bytes, cudaMemcpyHostToDevice, R->st[comm]));
+  return 0;
+}
+
+int xr_launch_staged(xr_t *R, int comm, const xr_case_t *c, uint8_t *din, uint8_t *dout) {
+  int rank = R->rank;
+  uint8_t *in, *out;
+  xr_bufs(R, c, din, dout, &in, &out);
   pcl_exec_args_t a = xr_args(c, in, out);
   CK(pcl_exec_launch(R->ctx[comm], c->plan, &a, R->st[comm]));
   return 0;
+}
+
+int xr_launch(xr_t *R, int comm, const xr_case_t *c, const xp_ref_t *x, uint8_t *din,
+              uint8_t *dout) {
+  return xr_stage(R, comm, c, x, din, dout) || xr_launch_staged(R, comm, c, din, dout);
 }
 
 /* Output back and compared with the reference; *ok = 0 on a difference. */

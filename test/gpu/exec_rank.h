@@ -79,6 +79,10 @@ pcl_exec_args_t xr_args_1k(const xr_t *R);
 /* An executor config on (mc, scratch) of XR_SCRATCH_BYTES, no port channels. */
 pcl_exec_config_t xr_exec_config(const xr_t *R, pcl_memchan_t *mc, void *scratch,
                                  int64_t timeout_s);
+/* One call on communicator comm's stream: xr_stage (output poisoned, x's input copied in),
+ * then xr_launch_staged (the plan's kernel alone). */
+int xr_stage(xr_t *R, int comm, const xr_case_t *c, const xp_ref_t *x, uint8_t *din, uint8_t *dout);
+int xr_launch_staged(xr_t *R, int comm, const xr_case_t *c, uint8_t *din, uint8_t *dout);
 int xr_launch(xr_t *R, int comm, const xr_case_t *c, const xp_ref_t *x, uint8_t *din,
               uint8_t *dout);
 int xr_check(xr_t *R, int comm, const xr_case_t *c, const xp_ref_t *x, uint8_t *din, uint8_t *dout,
