@@ -23,11 +23,19 @@ extern "C" {
 static __device__ __forceinline__ void pcl_kstart(const pcl_kargs_t &a, uint4 *smem,
                                                   uint64_t *flag64) {
   const uint4 *g = (const uint4 *)a.blocks + (size_t)blockIdx.x * (a.stride / 16);
-  for (uint32_t i = threadIdx.x; i < a.stride / 16u; i += blockDim.x)
-    smem[i] = g[i];
+  const uint32_t n = a.stride / 16u;
+  /* The first unit is held in a register across the wait, so thread 0's flag load is issued
+   * while it is in flight (storing it first would wait for it: two round trips, not one). */
+  uint4 first = make_uint4(0, 0, 0, 0);
+  if (threadIdx.x < n)
+    first = g[threadIdx.x];
   pcl_kdep_wait();
   if (threadIdx.x == 0)
     *flag64 = *(volatile uint64_t *)&a.state->flag[blockIdx.x % PCL_KABI_FLAG_SLOTS] + 1;
+  if (threadIdx.x < n)
+    smem[threadIdx.x] = first;
+  for (uint32_t i = threadIdx.x + blockDim.x; i < n; i += blockDim.x)
+    smem[i] = g[i];
 }
 
 /* Copies this block's packed program into shared memory, runs its ops, then advances this
