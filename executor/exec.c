@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * The executor context of one communicator: device state, programs cached per (plan, in bytes,
- * out bytes, registered buffers), binding to memory channels, and the per-call launch. After the
- * first call of a shape the call path does no allocation, file access or host synchronisation. */
+ * out bytes, root relabelling, registered buffers), binding to memory channels, and the per-call
+ * launch. After the first call of a shape the call path does no allocation, file access or host
+ * synchronisation. */
 #include <stdio.h>
 #include <string.h>
 #include "alloc.h"
@@ -17,6 +18,8 @@ typedef struct {
   const pcl_plan_t *plan;
   uint64_t in_bytes, out_bytes;
   const pcl_exec_userbuf_t *ub;
+  int shift; /* root relabelling (pcl_plan_root_shift): runs plan rank `vrank` */
+  int vrank;
   pcl_exec_shape_t shape;
   int resident;       /* all dev_ranks grids fit on the device at once (pcl_exec_coresident) */
   int ll;             /* runs on the LL fast-path kernel */
@@ -217,17 +220,18 @@ static uint32_t user_port_id(const pcl_exec_userbuf_t *ub, int type) {
   return ub->port_id[type == PCL_PLAN_BUF_OUTPUT ? 1 : 0];
 }
 
-static ncclResult_t bind_ports(pcl_exec_ctx_t *c, const pcl_plan_t *plan,
+static ncclResult_t bind_ports(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const prog_t *p,
                                const pcl_exec_userbuf_t *ub, pcl_kportchan_t *port) {
-  const pcl_plan_gpu_t *g = &plan->gpus[c->cfg.rank];
+  const pcl_plan_gpu_t *g = &plan->gpus[p->vrank];
   const pcl_plan_channel_t *ch = g->channels[PCL_PLAN_CHAN_PORT];
   for (int i = 0; i < g->n_channels[PCL_PLAN_CHAN_PORT]; i++) {
     int k = pcl_plan_chan_index(ch, i);
+    int peer = pcl_exec_prank(ch[i].peer, p->shift, plan->n_gpus);
     pcl_portchan_info_t info;
     if (c->cfg.portchan == NULL ||
-        pcl_portchan_info(c->cfg.portchan, ch[i].peer, k, &info) != ncclSuccess) {
+        pcl_portchan_info(c->cfg.portchan, peer, k, &info) != ncclSuccess) {
       PCL_WARN(PCL_LOG_EXEC, "plan %s: no port channel %d to rank %d (%d per peer)", plan->name, k,
-               ch[i].peer, c->cfg.portchan ? pcl_portchan_nchannels(c->cfg.portchan) : 0);
+               peer, c->cfg.portchan ? pcl_portchan_nchannels(c->cfg.portchan) : 0);
       return ncclInvalidUsage;
     }
     port[i].fifo = info.fifo;
@@ -242,46 +246,47 @@ static ncclResult_t bind_ports(pcl_exec_ctx_t *c, const pcl_plan_t *plan,
   return ncclSuccess;
 }
 
-static ncclResult_t bind_tables(pcl_exec_ctx_t *c, const pcl_plan_t *plan,
+/* Peers are bound by communicator rank: the plan's rank q is rank prank(q, shift). */
+static ncclResult_t bind_tables(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const prog_t *p,
                                 const pcl_exec_userbuf_t *ub, pcl_kmemchan_t *mem,
                                 pcl_kremote_t *rb) {
-  const pcl_plan_gpu_t *g = &plan->gpus[c->cfg.rank];
+  const pcl_plan_gpu_t *g = &plan->gpus[p->vrank];
   const pcl_plan_channel_t *ch = g->channels[PCL_PLAN_CHAN_MEMORY];
   for (int i = 0; i < g->n_channels[PCL_PLAN_CHAN_MEMORY]; i++) {
     int k = pcl_plan_chan_index(ch, i);
+    int peer = pcl_exec_prank(ch[i].peer, p->shift, plan->n_gpus);
     pcl_memchan_info_t info;
-    if (c->cfg.memchan == NULL ||
-        pcl_memchan_info(c->cfg.memchan, ch[i].peer, k, &info) != ncclSuccess) {
+    if (c->cfg.memchan == NULL || pcl_memchan_info(c->cfg.memchan, peer, k, &info) != ncclSuccess) {
       PCL_WARN(PCL_LOG_EXEC, "plan %s: no memory channel %d to rank %d (memchan has %d per peer)",
-               plan->name, k, ch[i].peer,
-               c->cfg.memchan ? pcl_memchan_nchannels(c->cfg.memchan) : 0);
+               plan->name, k, peer, c->cfg.memchan ? pcl_memchan_nchannels(c->cfg.memchan) : 0);
       return ncclInvalidUsage;
     }
     mem[i].remote_inbound = info.remote_inbound;
     mem[i].local_inbound = info.local_inbound;
     mem[i].local_expected = info.local_expected;
     mem[i].remote_base[PCL_KBUF_SCRATCH] = info.remote_scratch;
-    mem[i].remote_base[PCL_KBUF_INPUT] = peer_user(ub, ch[i].peer, PCL_PLAN_BUF_INPUT);
-    mem[i].remote_base[PCL_KBUF_OUTPUT] = peer_user(ub, ch[i].peer, PCL_PLAN_BUF_OUTPUT);
+    mem[i].remote_base[PCL_KBUF_INPUT] = peer_user(ub, peer, PCL_PLAN_BUF_INPUT);
+    mem[i].remote_base[PCL_KBUF_OUTPUT] = peer_user(ub, peer, PCL_PLAN_BUF_OUTPUT);
   }
   for (int i = 0; i < g->n_rbufs; i++) {
     const pcl_plan_rbuf_t *r = &g->rbufs[i];
+    int peer = pcl_exec_prank(r->rank, p->shift, plan->n_gpus);
     uint64_t half = 0;
     rb[i].mem_id = PCL_KABI_NO_MEM;
     rb[i].kind = r->type;
     if (r->type == PCL_PLAN_BUF_SCRATCH) {
-      rb[i].ptr = peer_scratch(c, r->rank, &half);
+      rb[i].ptr = peer_scratch(c, peer, &half);
       rb[i].odd_half = plan->use_double_scratch_buffer ? half : 0;
     } else {
-      rb[i].ptr = peer_user(ub, r->rank, r->type);
+      rb[i].ptr = peer_user(ub, peer, r->type);
     }
     /* Memory ids are assigned alike on every rank, so the peer's buffer has my id for it. */
     if (r->access & (1u << PCL_PLAN_CHAN_PORT))
       rb[i].mem_id =
           r->type == PCL_PLAN_BUF_SCRATCH ? PCL_PORTCHAN_MEM_SCRATCH : user_port_id(ub, r->type);
     if (rb[i].ptr == 0 && (r->access & (1u << PCL_PLAN_CHAN_MEMORY))) {
-      PCL_WARN(PCL_LOG_EXEC, "plan %s: rank %d's %s buffer is not mapped here%s", plan->name,
-               r->rank, pcl_plan_buf_name(r->type),
+      PCL_WARN(PCL_LOG_EXEC, "plan %s: rank %d's %s buffer is not mapped here%s", plan->name, peer,
+               pcl_plan_buf_name(r->type),
                r->type == PCL_PLAN_BUF_SCRATCH ? "" : " (zero-copy plans need registered buffers)");
       return ncclInvalidUsage;
     }
@@ -412,10 +417,11 @@ static ncclResult_t program_image(const pcl_exec_ctx_t *c, const pcl_plan_t *pla
 }
 
 static ncclResult_t prog_build(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec_args_t *a,
-                               prog_t *p) {
+                               int shift, prog_t *p) {
   ncclResult_t res = ncclSuccess;
   pcl_plan_layout_t l;
-  const pcl_plan_gpu_t *g = &plan->gpus[c->cfg.rank];
+  const int vrank = pcl_exec_vrank(c->cfg.rank, shift, plan->n_gpus);
+  const pcl_plan_gpu_t *g = &plan->gpus[vrank];
   pcl_kblock_t *h_blocks = NULL;
   uint8_t *h_packed = NULL;
   pcl_kmemchan_t *mem = NULL;
@@ -428,8 +434,10 @@ static ncclResult_t prog_build(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const 
   p->in_bytes = a->in_bytes;
   p->out_bytes = a->out_bytes;
   p->ub = a->ub;
-  PCL_CHECK(pcl_plan_layout(plan, c->cfg.rank, a->in_bytes, a->out_bytes, &l));
-  PCL_CHECK(pcl_exec_shape(plan, c->cfg.rank, a->in_bytes, a->out_bytes, &p->shape));
+  p->shift = shift;
+  p->vrank = vrank;
+  PCL_CHECK(pcl_plan_layout(plan, vrank, a->in_bytes, a->out_bytes, &l));
+  PCL_CHECK(pcl_exec_shape(plan, vrank, a->in_bytes, a->out_bytes, &p->shape));
   if (g->n_sems > PCL_KABI_MAX_SEMAPHORES)
     return ncclInvalidArgument;
   {
@@ -450,12 +458,12 @@ static ncclResult_t prog_build(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const 
    * it alike on every rank; it is never launched. */
   if (!(p->shape.has_port && c->cfg.portchan == NULL) &&
       !((p->shape.remote_io || p->shape.port_io) && a->ub == NULL)) {
-    PCL_CHECK_GOTO(bind_tables(c, plan, a->ub, mem, rb), res, out);
+    PCL_CHECK_GOTO(bind_tables(c, plan, p, a->ub, mem, rb), res, out);
     if (p->shape.has_port)
-      PCL_CHECK_GOTO(bind_ports(c, plan, a->ub, port), res, out);
+      PCL_CHECK_GOTO(bind_ports(c, plan, p, a->ub, port), res, out);
   }
   pcl_exec_bind_t bind = {mem, port, rb};
-  PCL_CHECK_GOTO(pcl_exec_build_blocks(plan, c->cfg.rank, &l, &bind, h_blocks), res, out);
+  PCL_CHECK_GOTO(pcl_exec_build_blocks(plan, vrank, &l, &bind, h_blocks), res, out);
   p->stride = pcl_exec_pack_stride(h_blocks, plan->max_blocks);
   p->ll = !c->cfg.interp_only && pcl_param_ll_kernel() &&
           plan->num_threads_per_block <= PCL_KABI_LL_MAX_THREADS &&
@@ -495,20 +503,29 @@ out:
   return res;
 }
 
+static int prog_matches(const prog_t *p, const pcl_plan_t *plan, const pcl_exec_args_t *a,
+                        int shift) {
+  return p->plan == plan && p->in_bytes == a->in_bytes && p->out_bytes == a->out_bytes &&
+         p->shift == shift && (!(p->shape.remote_io || p->shape.port_io) || p->ub == a->ub);
+}
+
+/* The program of (plan, shape, root); ncclInvalidArgument (WARNed) for a root the plan cannot be
+ * relabelled to, which pcl_exec_supported refuses quietly beforehand. */
 static ncclResult_t prog_get(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec_args_t *a,
                              prog_t **out) {
-  if (c->last < c->nprogs) {
-    prog_t *p = &c->progs[c->last];
-    if (p->plan == plan && p->in_bytes == a->in_bytes && p->out_bytes == a->out_bytes &&
-        (!(p->shape.remote_io || p->shape.port_io) || p->ub == a->ub)) {
-      *out = p;
-      return ncclSuccess;
-    }
+  const int shift = pcl_plan_root_shift(plan, a->root);
+  if (shift < 0) {
+    PCL_WARN(PCL_LOG_EXEC, "plan %s cannot run root %d of %d ranks (%d per node)", plan->name,
+             a->root, plan->n_gpus, plan->nranks_per_node);
+    return ncclInvalidArgument;
+  }
+  if (c->last < c->nprogs && prog_matches(&c->progs[c->last], plan, a, shift)) {
+    *out = &c->progs[c->last];
+    return ncclSuccess;
   }
   for (int i = 0; i < c->nprogs; i++) {
     prog_t *p = &c->progs[i];
-    if (p->plan == plan && p->in_bytes == a->in_bytes && p->out_bytes == a->out_bytes &&
-        (!(p->shape.remote_io || p->shape.port_io) || p->ub == a->ub)) {
+    if (prog_matches(p, plan, a, shift)) {
       c->last = i;
       *out = p;
       return ncclSuccess;
@@ -527,7 +544,7 @@ static ncclResult_t prog_get(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
   cudaGetDevice(&prev);
   if (prev != c->cfg.cuda_dev)
     cudaSetDevice(c->cfg.cuda_dev);
-  ncclResult_t res = prog_build(c, plan, a, &c->progs[c->nprogs]);
+  ncclResult_t res = prog_build(c, plan, a, shift, &c->progs[c->nprogs]);
   if (prev != c->cfg.cuda_dev)
     cudaSetDevice(prev);
   if (res != ncclSuccess)
@@ -560,7 +577,8 @@ ncclResult_t pcl_exec_prepare(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const p
 int pcl_exec_supported(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec_args_t *a) {
   prog_t *p;
   int pkt;
-  if (plan == NULL || c->cfg.rank >= plan->n_gpus || plan->n_gpus != c->cfg.nranks)
+  if (plan == NULL || c->cfg.rank >= plan->n_gpus || plan->n_gpus != c->cfg.nranks ||
+      pcl_plan_root_shift(plan, a->root) < 0)
     return 0;
   if (prog_get(c, plan, a, &p) != ncclSuccess)
     return 0;
@@ -699,7 +717,7 @@ int pcl_exec_hang_report(pcl_exec_ctx_t *c, char *buf, size_t len) {
   memcpy(&h, (const void *)vh, sizeof(h));
   pcl_exec_hang_where_t w;
   memset(&w, 0, sizeof(w));
-  w.rank = c->cfg.rank;
+  w.rank = c->cfg.rank; /* the program's plan rank once it is found */
   w.scratch = (uint64_t)(uintptr_t)c->cfg.scratch;
   w.scratch_bytes = c->cfg.scratch_bytes;
   w.barriers = (uint64_t)(uintptr_t)c->d_state->barrier;
@@ -712,10 +730,12 @@ int pcl_exec_hang_report(pcl_exec_ctx_t *c, char *buf, size_t len) {
     const prog_t *p = &c->progs[i];
     if ((uint64_t)(uintptr_t)p->d_blocks != h.prog)
       continue;
-    const pcl_plan_gpu_t *g = &p->plan->gpus[c->cfg.rank];
+    const pcl_plan_gpu_t *g = &p->plan->gpus[p->vrank];
     w.plan = p->plan;
+    w.rank = p->vrank;
+    w.shift = p->shift;
     w.kernel = pcl_kernels_variant_name(prog_variant(p));
-    if (pcl_plan_layout(p->plan, c->cfg.rank, p->in_bytes, p->out_bytes, &l) == ncclSuccess)
+    if (pcl_plan_layout(p->plan, p->vrank, p->in_bytes, p->out_bytes, &l) == ncclSuccess)
       w.layout = &l;
     w.scratch_half = p->plan->use_double_scratch_buffer ? c->half : 0;
     w.sems = (uint64_t)(uintptr_t)p->d_sems;
@@ -724,12 +744,12 @@ int pcl_exec_hang_report(pcl_exec_ctx_t *c, char *buf, size_t len) {
     for (int k = 0; k < g->n_channels[PCL_PLAN_CHAN_PORT] && k < MAX_PORTS; k++) {
       pcl_portchan_info_t info;
       if (c->cfg.portchan == NULL ||
-          pcl_portchan_info(c->cfg.portchan, ch[k].peer, pcl_plan_chan_index(ch, k), &info) !=
-              ncclSuccess)
+          pcl_portchan_info(c->cfg.portchan, pcl_exec_prank(ch[k].peer, p->shift, p->plan->n_gpus),
+                            pcl_plan_chan_index(ch, k), &info) != ncclSuccess)
         continue;
       tail[w.nports] = (uint64_t)(uintptr_t)info.fifo.tail;
       inbound[w.nports] = info.local_inbound;
-      peer[w.nports++] = ch[k].peer;
+      peer[w.nports++] = pcl_exec_prank(ch[k].peer, p->shift, p->plan->n_gpus);
     }
     w.port_tail = tail;
     w.port_inbound = inbound;

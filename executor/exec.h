@@ -70,6 +70,15 @@ void pcl_exec_pack_blocks(const pcl_kblock_t *blocks, int nblocks, uint32_t stri
 ncclResult_t pcl_exec_shape(const pcl_plan_t *plan, int rank, uint64_t in_bytes, uint64_t out_bytes,
                             pcl_exec_shape_t *out);
 
+/* Any root by relabelling (pcl_plan_root_shift): the plan rank that rank `rank` runs under
+ * shift s, and the communicator rank behind plan rank q. */
+static inline int pcl_exec_vrank(int rank, int s, int n) {
+  return (rank - s + n) % n;
+}
+static inline int pcl_exec_prank(int q, int s, int n) {
+  return (q + s) % n;
+}
+
 /* pcl_plan_op_type_t -> pcl_kop_type_t; -1 for ops the kernel lacks (NVLS). */
 int pcl_exec_kop_of(int plan_op);
 
@@ -126,14 +135,15 @@ typedef struct {
   uint64_t in_bytes, out_bytes; /* pcl_plan_buffer_bytes of the message size */
   ncclDataType_t dtype;
   ncclRedOp_t op;
-  int root;                     /* reduce: the root (avg scales only its output); else ignored */
-  int force_ll8;                /* 1: LL8 packets even where LL16 fits */
+  int root;      /* broadcast, reduce: the root (pcl_plan_root_shift; avg scales only its output) */
+  int force_ll8; /* 1: LL8 packets even where LL16 fits */
   const pcl_exec_userbuf_t *ub; /* registered buffers, or NULL (zero-copy plans refused) */
 } pcl_exec_args_t;
 
 /* 1 when (plan, args) can run here: dtype/op supported, sizes split, element and packet
- * alignment, scratch large enough, zero-copy only with ub. Deterministic on all ranks given the
- * same (plan, sizes, dtype, op, ub != NULL). Builds the program of a new shape (allocates). */
+ * alignment, scratch large enough, zero-copy only with ub, a root the plan can be relabelled
+ * to. Deterministic on all ranks given the same (plan, sizes, dtype, op, root, ub != NULL).
+ * Builds the program of a new shape (allocates); programs are cached per root as well. */
 int pcl_exec_supported(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan, const pcl_exec_args_t *a);
 
 /* Builds (first call of a shape: allocation + copies, not capturable) or finds the program and
@@ -178,7 +188,8 @@ int pcl_exec_hang_report(pcl_exec_ctx_t *ctx, char *buf, size_t len);
  * this rank's memory lies, to tell which buffer an address is in. */
 typedef struct {
   const pcl_plan_t *plan; /* the plan of the program that gave up, or NULL */
-  int rank;
+  int rank;               /* the plan rank it ran (communicator rank: with shift applied) */
+  int shift;              /* its root relabelling (pcl_plan_root_shift), 0 without */
   const pcl_plan_layout_t *layout; /* the call's layout (names a packet's writers), or NULL */
   const char *kernel;              /* "EW2 kernel", ..., or NULL */
   uint64_t scratch, scratch_half, scratch_bytes; /* half 0: no double scratch */

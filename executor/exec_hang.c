@@ -50,7 +50,8 @@ static const pcl_plan_op_t *plan_op(const pcl_plan_t *plan, int rank, uint32_t b
 
 /* The peers an op reaches, through its channels or its remote buffers, as " over memory
  * channels with ranks 1, 2". */
-static void op_peers(out_t *o, const pcl_plan_t *plan, int rank, const pcl_plan_op_t *op) {
+static void op_peers(out_t *o, const pcl_plan_t *plan, int rank, int shift,
+                     const pcl_plan_op_t *op) {
   const pcl_plan_gpu_t *g = &plan->gpus[rank];
   int peers[PCL_PLAN_MAX_OP_CHANNELS + 2 * PCL_PLAN_MAX_OP_BUFS], n = 0;
   for (int i = 0; op->channel_type < 2 && i < op->n_channels; i++) {
@@ -74,15 +75,15 @@ static void op_peers(out_t *o, const pcl_plan_t *plan, int rank, const pcl_plan_
     if (shown++ == 0)
       put(o, " over %s channels with rank",
           op->channel_type < 2 ? pcl_plan_chan_name(op->channel_type) : "no");
-    put(o, "%s %d", shown > 1 ? "," : "", peers[i]);
+    put(o, "%s %d", shown > 1 ? "," : "", pcl_exec_prank(peers[i], shift, plan->n_gpus));
   }
 }
 
 /* Every op of another rank (or this one) that writes packets over [off, off + 1) of this rank's
  * scratch half: the writers the packet wait was for. Slicing by thread-block groups is not
  * applied: an op is named when its whole range covers the offset. */
-static int name_writers(out_t *o, const pcl_plan_t *plan, int rank, const pcl_plan_layout_t *l,
-                        uint64_t off) {
+static int name_writers(out_t *o, const pcl_plan_t *plan, int rank, int shift,
+                        const pcl_plan_layout_t *l, uint64_t off) {
   int found = 0;
   for (int r = 0; r < plan->n_gpus; r++) {
     const pcl_plan_gpu_t *g = &plan->gpus[r];
@@ -101,7 +102,8 @@ static int name_writers(out_t *o, const pcl_plan_t *plan, int rank, const pcl_pl
           if (off < lo || off >= hi)
             continue;
           if (found < 3)
-            put(o, "%s rank %d (block %d op %d, %s)", found ? ";" : ", written by", r, b, i,
+            put(o, "%s rank %d (block %d op %d, %s)", found ? ";" : ", written by",
+                pcl_exec_prank(r, shift, plan->n_gpus), b, i,
                 pcl_plan_op_name((pcl_plan_op_type_t)op->type));
           found++;
         }
@@ -128,7 +130,7 @@ static void where(out_t *o, const pcl_khang_t *h, const pcl_exec_hang_where_t *w
     put(o, "its scratch at +%#" PRIx64 "%s", off,
         w->scratch_half ? (half ? " (odd half)" : " (even half)") : "");
     if ((h->what == PCL_KWAIT_LL16 || h->what == PCL_KWAIT_LL8) && w->plan != NULL &&
-        w->layout != NULL && !name_writers(o, w->plan, w->rank, w->layout, off))
+        w->layout != NULL && !name_writers(o, w->plan, w->rank, w->shift, w->layout, off))
       put(o, ", which no op of the plan writes as packets");
     return;
   }
@@ -193,7 +195,9 @@ int pcl_exec_hang_describe(const pcl_khang_t *h, const pcl_exec_hang_where_t *w,
   buf[0] = '\0';
   if (h == NULL || h->valid != 1u)
     return 0;
-  put(&o, "rank %d: a kernel %s", w->rank, err_name(h->err));
+  put(&o, "rank %d: a kernel %s",
+      w->plan != NULL ? pcl_exec_prank(w->rank, w->shift, w->plan->n_gpus) : w->rank,
+      err_name(h->err));
   if (h->waited_ns != 0)
     put(&o, " after waiting %.3f s", (double)h->waited_ns * 1e-9);
   put(&o, ": plan %s", w->plan != NULL ? w->plan->name : "(unknown program)");
@@ -207,7 +211,7 @@ int pcl_exec_hang_describe(const pcl_khang_t *h, const pcl_exec_hang_where_t *w,
     put(&o, "op %u", h->op);
     if (op != NULL) {
       put(&o, " (%s", pcl_plan_op_name((pcl_plan_op_type_t)op->type));
-      op_peers(&o, w->plan, w->rank, op);
+      op_peers(&o, w->plan, w->rank, w->shift, op);
       put(&o, ")");
     }
   }

@@ -262,6 +262,12 @@ ncclResult_t pcl_plan_load_buffer(const char *name, const char *json, size_t len
 void pcl_plan_destroy(pcl_plan_t *plan);
 
 /* ---- Names ------------------------------------------------------------------------------ */
+/* Any root by relabelling: broadcast and reduce plans are written for root 0, and a call with
+ * root R runs on rank p the program of plan rank (p - R) mod n, its plan peer q bound to rank
+ * (q + R) mod n (exec.h, pcl_exec_vrank). Returns R for those collectives (0 for every other),
+ * or -1 when the rotation cannot run: root outside [0, n), or a multi-node plan whose rotation
+ * would move ranks across nodes (only multiples of nranks_per_node keep each node together). */
+int pcl_plan_root_shift(const pcl_plan_t *p, int root);
 const char *pcl_plan_coll_name(pcl_plan_coll_t c);  /* "allreduce", ... */
 int pcl_plan_coll_from_name(const char *s);         /* -1 when unknown */
 const char *pcl_plan_op_name(pcl_plan_op_type_t t); /* current mnemonic: "ppkt", ... */

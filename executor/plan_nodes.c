@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * The plan's nodes: nranks_per_node inferred from the memory channels when the JSON omits it
- * (MSCCL++'s plans do), and no memory channel between ranks of different nodes. */
+ * (MSCCL++'s plans do), no memory channel between ranks of different nodes, and which roots a
+ * rooted plan can be relabelled to. */
 #include <stdio.h>
 
 #include "plan_int.h"
@@ -50,4 +51,17 @@ ncclResult_t pcl_plan_check_nodes(pcl_plan_t *p, pcl_plan_ctx_t *c) {
     }
   }
   return ncclSuccess;
+}
+
+int pcl_plan_root_shift(const pcl_plan_t *p, int root) {
+  if (p->collective != PCL_PLAN_COLL_BROADCAST && p->collective != PCL_PLAN_COLL_REDUCE)
+    return 0;
+  const int n = p->n_gpus, g = p->nranks_per_node;
+  if (root < 0 || root >= n)
+    return -1;
+  /* A rotation by a multiple of the node size maps node i onto node i + root / g whole; any
+   * other would bind a plan's memory channel to a rank on another node. */
+  if (g > 0 && g < n && root % g != 0)
+    return -1;
+  return root;
 }

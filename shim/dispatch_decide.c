@@ -30,7 +30,7 @@ const char *pcl_why_name(pcl_why_t why) {
       [PCL_WHY_EXEC] = "executor cannot run the plan",
       [PCL_WHY_SIZE_OVERFLOW] = "size overflows",
       [PCL_WHY_BARE_REAL] = "real NCCL handle",
-      [PCL_WHY_ROOT] = "root is not 0",
+      [PCL_WHY_ROOT] = "root out of range, or not a multiple of the plan's ranks per node",
       [PCL_WHY_PLAN_OP] = "the plan names another reduce_op",
   };
   return (unsigned)why < PCL_WHY_COUNT ? names[why] : "?";
@@ -94,8 +94,6 @@ void pcl_dispatch_decide(const struct pcl_dispatch_inputs *in, struct pcl_dispat
     set(d, PCL_PATH_NCCL, PCL_WHY_PASSTHROUGH);
   else if (has_op(in->coll) && (int)in->op >= (int)ncclNumOps)
     set(d, PCL_PATH_NCCL, PCL_WHY_PREMULSUM);
-  else if ((in->coll == PCL_COLL_BROADCAST || in->coll == PCL_COLL_REDUCE) && in->root != 0)
-    set(d, PCL_PATH_NCCL, PCL_WHY_ROOT);
   else {
     int ok;
     d->msg_bytes = pcl_dispatch_msg_bytes(in->coll, in->count, in->dtype, in->nranks, &ok);
@@ -108,6 +106,8 @@ void pcl_dispatch_decide(const struct pcl_dispatch_inputs *in, struct pcl_dispat
       set(d, PCL_PATH_NCCL, PCL_WHY_SIZE_OVERFLOW);
     else if (plan == NULL)
       set(d, PCL_PATH_NCCL, PCL_WHY_NO_PLAN);
+    else if (pcl_plan_root_shift(plan, in->root) < 0) /* plans are for root 0: relabelled */
+      set(d, PCL_PATH_NCCL, PCL_WHY_ROOT);
     else if (in->caps == NULL || dt >= ncclNumTypes || !(in->caps->dtypes & (1u << dt)))
       set(d, PCL_PATH_NCCL, PCL_WHY_DTYPE);
     else if (has_op(in->coll) && !(in->caps->redops[dt] & (1u << (unsigned)in->op)))

@@ -13,8 +13,8 @@ sys.path.insert(0, HERE)
 from planccl_dsl import render  # noqa: E402
 from algorithms import (allgather_ll, allgather_mn_ll, allgather_simple,  # noqa: E402
                         allreduce_hier_ll, allreduce_ll1, allreduce_ll2, allreduce_simple,
-                        allreduce_zero_copy, broadcast, reducescatter_hier_ll, reducescatter_ll,
-                        reducescatter_mn_ll, reducescatter_simple)
+                        allreduce_zero_copy, broadcast, reduce, reducescatter_hier_ll,
+                        reducescatter_ll, reducescatter_mn_ll, reducescatter_simple)
 
 KIB, MIB = 1 << 10, 1 << 20
 ROOT = os.path.dirname(HERE)
@@ -44,6 +44,9 @@ SIMPLE_AG_RS = dict(blocks=8, threads=1024, lo=16, hi=64 * MIB, priority=-1)
 ZERO_COPY_AR = dict(blocks=8, threads=1024, lo=16, hi=64 * MIB, priority=-1)
 BCAST_LL = dict(blocks=8, threads=512, lo=16, hi=256 * KIB)
 BCAST_SIMPLE = dict(blocks=8, threads=1024, lo=16, hi=64 * MIB, priority=-1)
+# Reduce: the broadcast's shapes (the same traffic, reversed).
+REDUCE_LL = dict(BCAST_LL)
+REDUCE_SIMPLE = dict(BCAST_SIMPLE)
 RS_LL_2GPU = dict(blocks=8, threads=512, lo=32, hi=256 * KIB)
 # Several nodes (port channels between them): N nodes x G GPUs.
 HIER_AR = [(2, 2), (2, 4), (2, 8), (4, 2)]
@@ -128,6 +131,11 @@ def new_plans():
             yield _plan("extra/broadcast/%dgpu_simple_%s.json" % (n, k), broadcast.build,
                         "broadcast_%dgpu_simple_%s" % (n, k), n, ip, protocol="Simple",
                         **BCAST_SIMPLE)
+            yield _plan("extra/reduce/%dgpu_ll_%s.json" % (n, k), reduce.build,
+                        "reduce_%dgpu_ll_%s" % (n, k), n, ip, **REDUCE_LL)
+            yield _plan("extra/reduce/%dgpu_simple_%s.json" % (n, k), reduce.build,
+                        "reduce_%dgpu_simple_%s" % (n, k), n, ip, protocol="Simple",
+                        **REDUCE_SIMPLE)
         for nodes, g in HIER_AR:
             yield _plan("extra/allreduce/%dx%dgpu_hier_ll_%s.json" % (nodes, g, k),
                         allreduce_hier_ll.build, "allreduce_%dx%dgpu_hier_ll_%s" % (nodes, g, k),

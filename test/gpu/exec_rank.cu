@@ -163,9 +163,9 @@ static int same_bits(ncclDataType_t dt, const uint8_t *got, const uint8_t *want,
 }
 
 static void describe(const xr_case_t *c, char *buf, size_t len) {
-  snprintf(buf, len, "%s %s %s %llu B %s %s", c->plan->name, pcl_dtype_name(c->dt),
+  snprintf(buf, len, "%s %s %s %llu B %s %s root %d", c->plan->name, pcl_dtype_name(c->dt),
            pcl_sim_op_name(c->op), (unsigned long long)c->msg,
-           c->inplace ? "in-place" : "out-of-place", c->ll8 ? "LL8" : "LL16");
+           c->inplace ? "in-place" : "out-of-place", c->ll8 ? "LL8" : "LL16", c->root);
 }
 
 void xr_fail(xp_plan_res_t *pr, const xr_case_t *c, const char *fmt, ...) {
@@ -209,7 +209,8 @@ int xr_stage(xr_t *R, int comm, const xr_case_t *c, const xp_ref_t *x, uint8_t *
   uint8_t *in, *out;
   xr_bufs(R, c, din, dout, &in, &out);
   CUCK(cudaMemsetAsync(dout, 0xa5, xr_region_bytes(c), R->st[comm]));
-  CUCK(cudaMemcpyAsync(in, x->in[rank], c->in_bytes, cudaMemcpyHostToDevice, R->st[comm]));
+  CUCK(cudaMemcpyAsync(in, x->in[xr_ref_rank(R, c)], c->in_bytes, cudaMemcpyHostToDevice,
+                       R->st[comm]));
   return 0;
 }
 
@@ -236,8 +237,9 @@ int xr_check(xr_t *R, int comm, const xr_case_t *c, const xp_ref_t *x, uint8_t *
   CUCK(cudaMemcpyAsync(R->h_out, out, c->out_bytes, cudaMemcpyDeviceToHost, R->st[comm]));
   CUCK(cudaStreamSynchronize(R->st[comm]));
   uint64_t bad = 0;
+  const int v = xr_ref_rank(R, c);
   pr->cases++;
-  if (c->plan->collective == PCL_PLAN_COLL_REDUCE && rank != 0) {
+  if (c->plan->collective == PCL_PLAN_COLL_REDUCE && v != 0) {
     pr->pass++; /* only the root's output is defined */
     return 0;
   }
@@ -246,15 +248,19 @@ int xr_check(xr_t *R, int comm, const xr_case_t *c, const xp_ref_t *x, uint8_t *
             (unsigned long long)x->out_bytes, (unsigned long long)c->out_bytes);
     return 0;
   }
-  if (same_bits(c->dt, R->h_out, x->want[rank], c->out_bytes, &bad)) {
+  if (same_bits(c->dt, R->h_out, x->want[v], c->out_bytes, &bad)) {
     pr->pass++;
     return 0;
   }
   size_t es = pcl_dtype_bytes(c->dt);
-  xr_fail(pr, c, "rank %d byte %llu: GPU %g, simulator %g", rank, (unsigned long long)bad,
-          pcl_sim_load(c->dt, R->h_out + bad / es * es),
-          pcl_sim_load(c->dt, x->want[rank] + bad / es * es));
+  xr_fail(pr, c, "rank %d (root %d) byte %llu: GPU %g, simulator %g", rank, c->root,
+          (unsigned long long)bad, pcl_sim_load(c->dt, R->h_out + bad / es * es),
+          pcl_sim_load(c->dt, x->want[v] + bad / es * es));
   return 0;
+}
+
+int xr_ref_rank(const xr_t *R, const xr_case_t *c) {
+  return pcl_exec_vrank(R->rank, pcl_plan_root_shift(c->plan, c->root), R->g->nranks);
 }
 
 /* The output buffer's bytes: in place it holds the input too (allgather's input is a slot of the
@@ -326,6 +332,7 @@ pcl_exec_args_t xr_args(const xr_case_t *c, uint8_t *in, uint8_t *out) {
   a.dtype = c->dt;
   a.op = c->op;
   a.force_ll8 = c->ll8;
+  a.root = c->root;
   a.ub = c->ub;
   return a;
 }

@@ -32,6 +32,7 @@ typedef struct {
   ncclDataType_t dt;
   ncclRedOp_t op;
   int inplace, ll8;
+  int root;       /* broadcast, reduce: any root (the executor relabels the plan's rank 0) */
   uint32_t shift; /* bytes added to both device buffers: element-aligned, not word-aligned */
   const pcl_exec_userbuf_t *ub; /* registered buffers (zero-copy / port plans), else NULL */
 } xr_case_t;
@@ -64,6 +65,9 @@ void xr_reference(const pcl_plan_t *pl, const xr_case_t *c, uint64_t seed, xp_re
 void xr_bufs(const xr_t *R, const xr_case_t *c, uint8_t *din, uint8_t *dout, uint8_t **in,
              uint8_t **out);
 uint64_t xr_region_bytes(const xr_case_t *c);
+/* The simulator's rank whose input and result are this rank's: rank - root for rooted plans (the
+ * simulator runs root 0), the rank itself for the rest. */
+int xr_ref_rank(const xr_t *R, const xr_case_t *c);
 pcl_exec_args_t xr_args(const xr_case_t *c, uint8_t *in, uint8_t *out);
 /* What the process holds, for the leak checks (exec_faults.cu, exec_soak.cu): open descriptors,
  * threads, resident KiB, pcl_* allocations, the GPU's free bytes. */

@@ -189,6 +189,11 @@ int xs_run_plan(xr_t *R, const pcl_plan_t *pl, xp_plan_res_t *pr, plan_info_t *i
   int ns = pick_sizes(pl, sizes, xp_opts.quick ? 2 : 4);
   int reducing =
       pl->collective != PCL_PLAN_COLL_ALLGATHER && pl->collective != PCL_PLAN_COLL_BROADCAST;
+  /* Broadcast and reduce: case k runs root k mod n, so every root is met across the cases
+   * (the executor relabels the plan's ranks; the reference stays the simulator's root 0). */
+  const int rooted =
+      pl->collective == PCL_PLAN_COLL_BROADCAST || pl->collective == PCL_PLAN_COLL_REDUCE;
+  int nth = 0;
   for (int si = 0; si < ns; si++) {
     xr_case_t c;
     memset(&c, 0, sizeof(c));
@@ -213,6 +218,7 @@ int xs_run_plan(xr_t *R, const pcl_plan_t *pl, xp_plan_res_t *pr, plan_info_t *i
             c.dt = (ncclDataType_t)dt;
             c.op = ops[o];
             c.ll8 = ll8;
+            c.root = rooted ? nth++ % R->g->nranks : 0;
             uint8_t *in, *out;
             xr_bufs(R, &c, R->d_in, R->d_out, &in, &out);
             pcl_exec_args_t a = xr_args(&c, in, out);
@@ -297,7 +303,8 @@ static int graph_case(xr_t *R, const xr_case_t *c0, int *ok) {
       break;
     }
     CUCK(cudaMemsetAsync(R->d_out, 0xa5, xr_region_bytes(&c), R->st[0]));
-    CUCK(cudaMemcpyAsync(in, x->in[rank], c.in_bytes, cudaMemcpyHostToDevice, R->st[0]));
+    CUCK(cudaMemcpyAsync(in, x->in[xr_ref_rank(R, &c)], c.in_bytes, cudaMemcpyHostToDevice,
+                         R->st[0]));
     CUCK(cudaGraphLaunch(ge, R->st[0]));
     int fail0 = pr.fail;
     if (xr_check(R, 0, &c, x, R->d_in, R->d_out, &pr))

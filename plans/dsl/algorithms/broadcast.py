@@ -4,7 +4,7 @@
 # its input into their scratch and signals, each peer copies it out.
 from planccl_dsl import LL, SIMPLE, Program
 
-from .common import ring_order
+from .common import root_channels
 
 ROOT = 0
 
@@ -14,9 +14,7 @@ def build(nranks, inplace, blocks, threads, lo, hi, name, protocol=LL, priority=
                 min_bytes=lo, max_bytes=hi, priority=priority, fuse=fuse)
     tbs = p.group(range(blocks))
     root = p.ranks[ROOT]
-    peers = ring_order(ROOT, p.ranks)
-    down = {q.id: p.channels(ROOT, q.id, "memory", blocks) for q in peers}
-    up = {q.id: p.channels(q.id, ROOT, "memory", blocks) for q in peers}
+    peers, down, up = root_channels(p, ROOT, blocks)
     if protocol == LL:
         for q in peers:
             down[q.id].put_packets(q.scratch[0], root.input[0], tbs)

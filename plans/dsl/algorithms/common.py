@@ -35,3 +35,12 @@ def sync_all(ch, peers, tbs):
         ch[q.id].signal(tbs)
     for q in peers:
         ch[q.id].wait(tbs)
+
+
+def root_channels(p, root, blocks):
+    """(peers in ring order from root, {peer: channels root -> peer}, {peer: channels peer ->
+    root}), one memory channel per block each way: the star a rooted collective runs on."""
+    peers = ring_order(root, p.ranks)
+    down = {q.id: p.channels(root, q.id, "memory", blocks) for q in peers}
+    up = {q.id: p.channels(q.id, root, "memory", blocks) for q in peers}
+    return peers, down, up

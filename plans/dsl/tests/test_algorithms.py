@@ -11,7 +11,7 @@ import helpers
 from planccl_dsl import op_count
 from algorithms import (allgather_ll, allgather_mn_ll, allgather_simple, allreduce_hier_ll,
                         allreduce_ll1, allreduce_ll2, allreduce_simple, allreduce_zero_copy,
-                        broadcast, reducescatter_hier_ll,
+                        broadcast, reduce, reducescatter_hier_ll,
                         reducescatter_ll, reducescatter_mn_ll, reducescatter_simple)
 
 SMALL = dict(threads=256, lo=16, hi=1 << 20)
@@ -37,6 +37,9 @@ ALGORITHMS = [
     ("broadcast_ll_4", lambda ip, f: broadcast.build(4, ip, 2, name="t", fuse=f, **SMALL)),
     ("broadcast_simple_4",
      lambda ip, f: broadcast.build(4, ip, 2, name="t", protocol="Simple", fuse=f, **SMALL)),
+    ("reduce_ll_4", lambda ip, f: reduce.build(4, ip, 2, name="t", fuse=f, **SMALL)),
+    ("reduce_simple_4",
+     lambda ip, f: reduce.build(4, ip, 2, name="t", protocol="Simple", fuse=f, **SMALL)),
     ("allreduce_hier_2x4",
      lambda ip, f: allreduce_hier_ll.build(2, 4, ip, 2, name="t", fuse=f, **SMALL)),
     ("allreduce_hier_4x2",

@@ -442,12 +442,17 @@ static void ew_run(const pcl_kew_t *e, const float *in, float *out, uint32_t fla
   }
 }
 
-static void ew_shipped(const char *rel, int nranks, int want) {
+static pcl_plan_t *load_shipped(const char *rel) {
   const char *src = getenv("PCL_SOURCE_DIR");
   char path[1024], err[512] = "";
   snprintf(path, sizeof(path), "%s/%s", src != NULL ? src : PCL_TEST_SOURCE_DIR, rel);
   pcl_plan_t *p = NULL;
   ck_assert_msg(pcl_plan_load(path, &p, err, sizeof(err)) == ncclSuccess, "%s: %s", path, err);
+  return p;
+}
+
+static void ew_shipped(const char *rel, int nranks, int want) {
+  pcl_plan_t *p = load_shipped(rel);
   ck_assert_int_eq(p->n_gpus, nranks);
   const uint32_t bytes = 4096, nf = bytes / 4;
   pcl_exec_shape_t sh;
@@ -539,6 +544,34 @@ START_TEST(test_ew_shipped) {
 }
 END_TEST
 
+/* Any root by relabelling: the shift is the root for broadcast and reduce, 0 for the rest, -1
+ * for a root outside the communicator or one that would move ranks across nodes; rank p runs
+ * plan rank (p - root) mod n, and plan rank q is rank (q + root) mod n. */
+START_TEST(test_root_shift) {
+  pcl_plan_t *b = load_shipped("plans/extra/broadcast/4gpu_ll_inplace.json");
+  pcl_plan_t *a = load_shipped("plans/allreduce/2gpu_ll1_inplace.json");
+  for (int root = 0; root < 4; root++)
+    ck_assert_int_eq(pcl_plan_root_shift(b, root), root);
+  ck_assert_int_eq(pcl_plan_root_shift(b, 4), -1);
+  ck_assert_int_eq(pcl_plan_root_shift(b, -1), -1);
+  ck_assert_int_eq(pcl_plan_root_shift(a, 7), 0); /* the root means nothing to allreduce */
+  for (int p = 0; p < 4; p++)
+    for (int s = 0; s < 4; s++) {
+      int v = pcl_exec_vrank(p, s, 4);
+      ck_assert_int_eq(v, (p + 4 - s) % 4);
+      ck_assert_int_eq(pcl_exec_prank(v, s, 4), p);
+    }
+  ck_assert_int_eq(pcl_exec_vrank(1, 1, 4), 0); /* the root runs plan rank 0 */
+  b->nranks_per_node = 2;                       /* as if 2 nodes of 2: whole nodes only */
+  ck_assert_int_eq(pcl_plan_root_shift(b, 2), 2);
+  ck_assert_int_eq(pcl_plan_root_shift(b, 1), -1);
+  ck_assert_int_eq(pcl_plan_root_shift(b, 3), -1);
+  pcl_plan_destroy(b);
+  pcl_plan_destroy(a);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 START_TEST(test_bad_args) {
   pcl_plan_t *p = load("ar", plan_ar_ll);
   pcl_plan_layout_t l;
@@ -565,6 +598,7 @@ int main(void) {
   tcase_add_test(tc, test_ew_two_rank);
   tcase_add_test(tc, test_ew_refusals);
   tcase_add_loop_test(tc, test_ew_shipped, 0, (int)(sizeof(ew_plans) / sizeof(ew_plans[0])));
+  tcase_add_test(tc, test_root_shift);
   tcase_add_test(tc, test_bad_args);
   suite_add_tcase(s, tc);
   return pcl_test_run_suite(s);

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT
  * The dispatch decision (pcl_dispatch_decide) for a table of requests against the shipped 2-GPU
- * plans plus two test plans in a temporary plan directory: each collective, in/out-of-place,
- * sizes at and around every plan's range ends, dtypes and ops the kernels lack, the forced list,
- * disabled mode, pass-through comms and no real NCCL; PLANCCL_FORCE_FALLBACK parsing; and the
- * group record (queueing, order, before/after the real group end). No GPU, no shared library. */
+ * plans, an opt-in broadcast and two test plans in a temporary plan directory: each collective,
+ * in/out-of-place, broadcast roots, sizes at and around every plan's range ends, dtypes and ops
+ * the kernels lack, the forced list, disabled mode, pass-through comms and no real NCCL;
+ * PLANCCL_FORCE_FALLBACK parsing; and the group record (queueing, order, before/after the real
+ * group end). No GPU, no shared library. */
 #define _GNU_SOURCE
 #include <ftw.h>
 #include <limits.h>
@@ -53,6 +54,7 @@ static void setup(void) {
                                       "plans/extra/allreduce/2gpu_ll2_outofplace.json",
                                       "plans/extra/allgather/2gpu_ll_inplace.json",
                                       "plans/extra/allgather/2gpu_ll_outofplace.json",
+                                      "plans/extra/broadcast/2gpu_ll_inplace.json",
                                       "test/data/plans/good/rs2_ll.json",
                                       "test/data/plans/good/ar4_ll.json"};
   for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
@@ -63,7 +65,7 @@ static void setup(void) {
   }
   const char *dirs[] = {tmpdir};
   ck_assert_int_eq(pcl_registry_create(dirs, 1, &reg), ncclSuccess);
-  ck_assert_int_eq(pcl_registry_count(reg), 12);
+  ck_assert_int_eq(pcl_registry_count(reg), 13);
 }
 
 static void teardown(void) {
@@ -152,8 +154,10 @@ static const struct dcase cases[] = {
     {"rs max on a sum plan", RS, 4, ncclFloat, ncclMax, 0, 2, 2, NCCL, PCL_WHY_PLAN_OP, NULL},
     {"rs in-place (no plan)", RS, 4, ncclFloat, ncclSum, 1, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
     {"rs above 1M", RS, 262148, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
-    {"broadcast (no plan)", PCL_COLL_BROADCAST, 256, ncclFloat, ncclSum, 1, 2, 2, NCCL,
+    {"broadcast out-of-place (no plan)", PCL_COLL_BROADCAST, 256, ncclFloat, ncclSum, 0, 2, 2, NCCL,
      PCL_WHY_NO_PLAN, NULL},
+    {"broadcast in-place", PCL_COLL_BROADCAST, 256, ncclFloat, ncclSum, 1, 2, 2, PLAN, PCL_WHY_PLAN,
+     "broadcast_2gpu_ll_inplace"},
     {"reduce (no plan)", PCL_COLL_REDUCE, 256, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN,
      NULL},
     {"send", PCL_COLL_SEND, 256, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NOT_PLANNED, NULL},
@@ -270,14 +274,26 @@ START_TEST(test_decide_overrides) {
   pcl_dispatch_decide(&in, &d);
   expect(&ag, &d, PLAN, PCL_WHY_PLAN, AG_O);
 
-  /* Broadcast/reduce plans are written for root 0: another root goes to NCCL. */
-  const struct dcase bc = {"bc root 1", PCL_COLL_BROADCAST, 256, ncclFloat, ncclSum, 1, 2, 2,
-                           NCCL,        PCL_WHY_ROOT,       NULL};
+  /* Broadcast/reduce plans are written for root 0 and run any root relabelled; a root outside
+   * the communicator goes to NCCL (which reports it). */
+  const struct dcase bc = {
+      "bc root 1",  PCL_COLL_BROADCAST,         256, ncclFloat, ncclSum, 1, 2, 2, PLAN,
+      PCL_WHY_PLAN, "broadcast_2gpu_ll_inplace"};
   in = base_inputs(&bc, &caps);
   in.root = 1;
   pcl_dispatch_decide(&in, &d);
+  expect(&bc, &d, PLAN, PCL_WHY_PLAN, "broadcast_2gpu_ll_inplace");
+  in.root = 0;
+  pcl_dispatch_decide(&in, &d);
+  expect(&bc, &d, PLAN, PCL_WHY_PLAN, "broadcast_2gpu_ll_inplace");
+  in.root = 2;
+  pcl_dispatch_decide(&in, &d);
+  expect(&bc, &d, NCCL, PCL_WHY_ROOT, NULL);
+  in.root = -1;
+  pcl_dispatch_decide(&in, &d);
   expect(&bc, &d, NCCL, PCL_WHY_ROOT, NULL);
   in.root = 0;
+  in.inplace = 0; /* the registry holds only the in-place broadcast */
   pcl_dispatch_decide(&in, &d);
   expect(&bc, &d, NCCL, PCL_WHY_NO_PLAN, NULL);
 
