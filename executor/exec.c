@@ -13,6 +13,7 @@
 #include "param.h"
 #include "memchan.h"
 #include "portchan.h"
+#include "exec_int.h"
 
 typedef struct {
   const pcl_plan_t *plan;
@@ -41,12 +42,6 @@ typedef struct {
 /* The host-mapped words: error, abort, then the kernels' hang report (kernel_abi.h). */
 #define WORDS_BYTES (PCL_KHANG_OFFSET + sizeof(pcl_khang_t))
 PCL_KABI_ASSERT(PCL_KHANG_OFFSET >= 2 * sizeof(uint32_t), "hang report after the words");
-
-struct pcl_exec_userbuf {
-  pcl_exec_ctx_t *ctx;
-  pcl_memchan_buf_t *buf[2]; /* input, output: registered apart even when in == out (exec.h) */
-  uint32_t port_id[2];       /* port-channel memory ids of input, output (PCL_KABI_NO_MEM) */
-};
 
 struct pcl_exec_ctx {
   pcl_exec_config_t cfg;
@@ -145,48 +140,12 @@ static void drop_progs(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec
     cudaSetDevice(prev);
 }
 
-ncclResult_t pcl_exec_userbuf_create(pcl_exec_ctx_t *c, void *in, size_t in_bytes, void *out,
-                                     size_t out_bytes, pcl_exec_userbuf_t **ub) {
-  ncclResult_t res;
-  pcl_exec_userbuf_t *u = NULL;
-  if (c->cfg.memchan == NULL) {
-    PCL_WARN(PCL_LOG_EXEC, "registering user buffers needs memory channels");
-    return ncclInvalidUsage;
-  }
-  PCL_CALLOC(u, 1, "exec userbuf");
-  if (u == NULL)
-    return ncclSystemError;
-  u->ctx = c;
-  u->port_id[0] = u->port_id[1] = PCL_KABI_NO_MEM;
-  /* Two exchanges on every rank, out == in or not (exec.h): one rank skipping the second would
-   * pair its next collective with the peers' second and read their descriptors as its own. */
-  PCL_CHECK_GOTO(pcl_memchan_buf_reg(c->cfg.memchan, in, in_bytes, &u->buf[0]), res, err);
-  PCL_CHECK_GOTO(pcl_memchan_buf_reg(c->cfg.memchan, out, out_bytes, &u->buf[1]), res, err);
-  if (c->cfg.portchan != NULL) {
-    PCL_CHECK_GOTO(pcl_portchan_buf_reg(c->cfg.portchan, in, in_bytes, u->buf[0], &u->port_id[0]),
-                   res, err);
-    PCL_CHECK_GOTO(pcl_portchan_buf_reg(c->cfg.portchan, out, out_bytes, u->buf[1], &u->port_id[1]),
-                   res, err);
-  }
-  *ub = u;
-  return ncclSuccess;
-err:
-  pcl_exec_userbuf_destroy(u);
-  return res;
+const pcl_exec_config_t *pcl_exec_ctx_cfg(const pcl_exec_ctx_t *c) {
+  return &c->cfg;
 }
 
-void pcl_exec_userbuf_destroy(pcl_exec_userbuf_t *u) {
-  if (u == NULL)
-    return;
-  /* Programs bound to these buffers go too: a later registration may reuse the address of u. */
-  drop_progs(u->ctx, NULL, u);
-  if (u->ctx->cfg.portchan != NULL) { /* an id never registered (PCL_KABI_NO_MEM) is ignored */
-    pcl_portchan_buf_release(u->ctx->cfg.portchan, u->port_id[1]);
-    pcl_portchan_buf_release(u->ctx->cfg.portchan, u->port_id[0]);
-  }
-  pcl_memchan_buf_release(u->buf[1]);
-  pcl_memchan_buf_release(u->buf[0]);
-  pcl_free(u);
+void pcl_exec_drop_userbuf(pcl_exec_ctx_t *c, const pcl_exec_userbuf_t *ub) {
+  drop_progs(c, NULL, ub);
 }
 
 /* ---- binding ---- */
@@ -204,20 +163,6 @@ static uint64_t peer_scratch(const pcl_exec_ctx_t *c, int peer, uint64_t *half) 
     *half = (pcl_portchan_remote_bytes(c->cfg.portchan, PCL_PORTCHAN_MEM_SCRATCH, peer) / 2) &
             ~(uint64_t)255;
   return 0;
-}
-
-static uint64_t peer_user(const pcl_exec_userbuf_t *ub, int peer, int type) {
-  uint64_t bytes;
-  if (ub == NULL)
-    return 0;
-  const pcl_memchan_buf_t *b = ub->buf[type == PCL_PLAN_BUF_OUTPUT && ub->buf[1] ? 1 : 0];
-  return pcl_memchan_buf_remote(b, peer, &bytes);
-}
-
-static uint32_t user_port_id(const pcl_exec_userbuf_t *ub, int type) {
-  if (ub == NULL)
-    return PCL_KABI_NO_MEM;
-  return ub->port_id[type == PCL_PLAN_BUF_OUTPUT ? 1 : 0];
 }
 
 static ncclResult_t bind_ports(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const prog_t *p,
@@ -238,8 +183,8 @@ static ncclResult_t bind_ports(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const 
     port[i].local_inbound = info.local_inbound;
     port[i].local_expected = info.local_expected;
     port[i].chan_id = info.chan_id;
-    port[i].src_mem[PCL_KBUF_INPUT] = user_port_id(ub, PCL_PLAN_BUF_INPUT);
-    port[i].src_mem[PCL_KBUF_OUTPUT] = user_port_id(ub, PCL_PLAN_BUF_OUTPUT);
+    port[i].src_mem[PCL_KBUF_INPUT] = pcl_exec_userbuf_port_id(ub, PCL_PLAN_BUF_INPUT);
+    port[i].src_mem[PCL_KBUF_OUTPUT] = pcl_exec_userbuf_port_id(ub, PCL_PLAN_BUF_OUTPUT);
     port[i].src_mem[PCL_KBUF_SCRATCH] =
         c->cfg.scratch != NULL ? PCL_PORTCHAN_MEM_SCRATCH : PCL_KABI_NO_MEM;
   }
@@ -265,8 +210,8 @@ static ncclResult_t bind_tables(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const
     mem[i].local_inbound = info.local_inbound;
     mem[i].local_expected = info.local_expected;
     mem[i].remote_base[PCL_KBUF_SCRATCH] = info.remote_scratch;
-    mem[i].remote_base[PCL_KBUF_INPUT] = peer_user(ub, peer, PCL_PLAN_BUF_INPUT);
-    mem[i].remote_base[PCL_KBUF_OUTPUT] = peer_user(ub, peer, PCL_PLAN_BUF_OUTPUT);
+    mem[i].remote_base[PCL_KBUF_INPUT] = pcl_exec_userbuf_peer(ub, peer, PCL_PLAN_BUF_INPUT);
+    mem[i].remote_base[PCL_KBUF_OUTPUT] = pcl_exec_userbuf_peer(ub, peer, PCL_PLAN_BUF_OUTPUT);
   }
   for (int i = 0; i < g->n_rbufs; i++) {
     const pcl_plan_rbuf_t *r = &g->rbufs[i];
@@ -278,12 +223,12 @@ static ncclResult_t bind_tables(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const
       rb[i].ptr = peer_scratch(c, peer, &half);
       rb[i].odd_half = plan->use_double_scratch_buffer ? half : 0;
     } else {
-      rb[i].ptr = peer_user(ub, peer, r->type);
+      rb[i].ptr = pcl_exec_userbuf_peer(ub, peer, r->type);
     }
     /* Memory ids are assigned alike on every rank, so the peer's buffer has my id for it. */
     if (r->access & (1u << PCL_PLAN_CHAN_PORT))
-      rb[i].mem_id =
-          r->type == PCL_PLAN_BUF_SCRATCH ? PCL_PORTCHAN_MEM_SCRATCH : user_port_id(ub, r->type);
+      rb[i].mem_id = r->type == PCL_PLAN_BUF_SCRATCH ? PCL_PORTCHAN_MEM_SCRATCH
+                                                     : pcl_exec_userbuf_port_id(ub, r->type);
     if (rb[i].ptr == 0 && (r->access & (1u << PCL_PLAN_CHAN_MEMORY))) {
       PCL_WARN(PCL_LOG_EXEC, "plan %s: rank %d's %s buffer is not mapped here%s", plan->name, peer,
                pcl_plan_buf_name(r->type),
@@ -347,6 +292,8 @@ static int prog_check(const pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pro
     why = "zero-copy plan without registered buffers";
   else if (p->shape.port_io && a->ub == NULL)
     why = "port channel reads or writes a user buffer that is not registered";
+  else if (p->shape.has_port && a->ub != NULL && a->ub->win[0] != NULL)
+    why = "port-channel plans run on exact registrations, not on window views";
   else if (plan->use_double_scratch_buffer ? p->shape.scratch_half > c->half
                                            : p->shape.scratch_half > c->cfg.scratch_bytes)
     why = "scratch too small";

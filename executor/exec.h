@@ -117,7 +117,8 @@ ncclResult_t pcl_exec_ctx_create(const pcl_exec_config_t *cfg, pcl_exec_ctx_t **
 /* Frees programs and state; the caller synchronised or aborted the kernels. NULL is ok. */
 void pcl_exec_ctx_destroy(pcl_exec_ctx_t *ctx);
 
-/* User buffers registered collectively (ncclCommRegister / ncclMemAlloc): needed by plans that
+/* A call's exact user buffers registered collectively (the GPU tests; the NCCL API registers
+ * windows, below): needed by plans that
  * read or write a PEER's input/output (zero-copy; allreduce_simple_2, reduce_2, reduce_tbg_2) and
  * by port-channel plans whose puts start from or land in input/output. Registered with the memory
  * channels and, when the context has them, the port channels. Collective over the channels'
@@ -128,6 +129,28 @@ typedef struct pcl_exec_userbuf pcl_exec_userbuf_t;
 ncclResult_t pcl_exec_userbuf_create(pcl_exec_ctx_t *ctx, void *in, size_t in_bytes, void *out,
                                      size_t out_bytes, pcl_exec_userbuf_t **ub);
 void pcl_exec_userbuf_destroy(pcl_exec_userbuf_t *ub);
+
+/* Windows (ncclCommWindowRegister): [ptr, ptr + bytes) exchanged once, collectively over the
+ * memory channels' bootstrap, every rank in the same order (a rank with nothing to register
+ * passes NULL and still takes part). Calls whose buffers lie inside windows then run zero-copy
+ * plans through a view, with no exchange: NCCL's symmetric contract, every rank passing its
+ * buffers at the same offsets of its windows. Memory channels only (port-channel plans are
+ * refused on views). Destroy every view of a window before the window. */
+typedef struct pcl_exec_window pcl_exec_window_t;
+ncclResult_t pcl_exec_window_create(pcl_exec_ctx_t *ctx, void *ptr, size_t bytes,
+                                    pcl_exec_window_t **win);
+void pcl_exec_window_destroy(pcl_exec_window_t *win);
+/* 1 when [ptr, ptr + bytes) lies inside the window. */
+int pcl_exec_window_holds(const pcl_exec_window_t *win, const void *ptr, uint64_t bytes);
+/* A view of (in, out) inside windows, local and cheap; destroy it with pcl_exec_userbuf_destroy.
+ * Rank r's input is at r's window base + (in - my base) + (r - my rank) * in_step (likewise
+ * output): step 0, except where NCCL places a rank's buffer by rank (in-place allgather's input,
+ * in-place reduce-scatter's output, whose step is their size). ncclInvalidArgument (WARNed) when
+ * a buffer is not inside its window or a peer's copy would run past the peer's window. */
+ncclResult_t pcl_exec_userbuf_view(pcl_exec_ctx_t *ctx, pcl_exec_window_t *win_in, const void *in,
+                                   uint64_t in_bytes, uint64_t in_step, pcl_exec_window_t *win_out,
+                                   const void *out, uint64_t out_bytes, uint64_t out_step,
+                                   pcl_exec_userbuf_t **ub);
 
 typedef struct {
   const void *in;

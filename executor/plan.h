@@ -240,6 +240,8 @@ typedef struct pcl_plan {
   int legacy_names;            /* 1 when v0.7 op/channel names were seen and mapped */
   uint32_t max_scratch_chunks; /* max over gpus of scratch_chunks (scratch sizing) */
   uint32_t reduce_ops_mask;    /* bit r set when some reduce op names reduce_op r (avg excluded) */
+  int needs_userbuf; /* some op reaches a peer's input/output, or a port op names a local one:
+                        it runs only on registered buffers (zero-copy) */
 } pcl_plan_t;
 
 /* ---- Loading ---------------------------------------------------------------------------- */

@@ -137,9 +137,16 @@ static ncclResult_t conv_gpus(pcl_plan_ctx_t *c, yajl_val root, pcl_plan_t *p) {
     pcl_plan_path_pop(c, p1);
     for (int b = 0; b < v.gpu->n_blocks; b++)
       for (int i = 0; i < v.gpu->blocks[b].n_ops; i++) {
-        int ro = v.gpu->blocks[b].ops[i].reduce_op;
+        const pcl_plan_op_t *op = &v.gpu->blocks[b].ops[i];
+        int ro = op->reduce_op;
         if (ro != PCL_PLAN_RED_NONE && ro != PCL_PLAN_RED_AVG)
           p->reduce_ops_mask |= 1u << ro;
+        for (int k = 0; k < op->n_src + op->n_dst; k++) {
+          const pcl_plan_ref_t *ref = k < op->n_src ? &op->src[k] : &op->dst[k - op->n_src];
+          if (ref->type != PCL_PLAN_BUF_SCRATCH &&
+              (ref->kind == PCL_PLAN_REF_REMOTE || op->channel_type == PCL_PLAN_CHAN_PORT))
+            p->needs_userbuf = 1;
+        }
       }
   }
   pcl_plan_path_pop(c, p0);

@@ -210,12 +210,19 @@ static int place_ok(const pcl_plan_t *p, int inplace) {
 
 const pcl_plan_t *pcl_registry_select(const pcl_registry_t *r, pcl_plan_coll_t coll, int world,
                                       int rpn, int inplace, uint64_t bytes) {
+  return pcl_registry_select_for(r, coll, world, rpn, inplace, bytes, 1);
+}
+
+const pcl_plan_t *pcl_registry_select_for(const pcl_registry_t *r, pcl_plan_coll_t coll, int world,
+                                          int rpn, int inplace, uint64_t bytes, int registered) {
   const pcl_plan_t *best = NULL;
   if (r == NULL)
     return NULL;
   for (int i = 0; i < r->n_plans; i++) {
     const pcl_plan_t *p = r->plans[i];
     if (p->collective != coll || p->n_gpus != world || p->nranks_per_node != rpn)
+      continue;
+    if (p->needs_userbuf && !registered)
       continue;
     if (!place_ok(p, inplace))
       continue;

@@ -33,6 +33,11 @@ void pcl_registry_destroy(pcl_registry_t *reg);
 const pcl_plan_t *pcl_registry_select(const pcl_registry_t *reg, pcl_plan_coll_t collective,
                                       int world_size, int nranks_per_node, int inplace,
                                       uint64_t bytes);
+/* The same for buffers that may be unregistered (registered = 0): plans that need registered
+ * buffers (pcl_plan_t.needs_userbuf, zero-copy) are then no candidates. */
+const pcl_plan_t *pcl_registry_select_for(const pcl_registry_t *reg, pcl_plan_coll_t collective,
+                                          int world_size, int nranks_per_node, int inplace,
+                                          uint64_t bytes, int registered);
 
 /* Largest scratch any plan for (world_size, nranks_per_node) needs for messages up to
  * max_bytes (0 when none): for sizing a communicator's scratch buffer. */

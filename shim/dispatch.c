@@ -137,7 +137,34 @@ static void exec_args(const struct pcl_coll_args *a, const struct pcl_dispatch_d
   x->op = a->op;
   x->root = a->root;
   x->force_ll8 = 0;
-  x->ub = NULL;
+  x->ub = a->ub;
+}
+
+/* The buffers' extents of a planned collective (NCCL's meaning of count), and where NCCL places a
+ * rank's buffer by rank: in-place allgather's input, in-place reduce-scatter's output. */
+static struct pcl_exec_userbuf *window_view(struct ncclComm *c, const struct pcl_coll_args *a,
+                                            int inplace) {
+  const uint64_t n = (uint64_t)c->pcl->nranks, es = pcl_dtype_bytes(a->dtype);
+  uint64_t in = (uint64_t)a->count * es, out = in, in_step = 0, out_step = 0;
+  switch (a->coll) {
+  case PCL_COLL_ALLREDUCE:
+  case PCL_COLL_BROADCAST:
+  case PCL_COLL_REDUCE:
+    break;
+  case PCL_COLL_ALLGATHER:
+    out = in * n;
+    in_step = inplace ? in : 0;
+    break;
+  case PCL_COLL_REDUCESCATTER:
+    in = out * n;
+    out_step = inplace ? out : 0;
+    break;
+  default:
+    return NULL;
+  }
+  if (es == 0 || a->count == 0 || a->count > UINT64_MAX / es / n)
+    return NULL;
+  return pcl_comm_win_view(c->pcl, a, in, out, in_step, out_step);
 }
 
 /* Cache miss: decide, ask the executor, remember. */
@@ -150,6 +177,7 @@ static void fill(struct ncclComm *c, const struct pcl_coll_args *a, int inplace,
                                    .op = a->op,
                                    .inplace = inplace,
                                    .root = a->root,
+                                   .registered = a->ub != NULL,
                                    .nranks = p ? p->nranks : c->nranks,
                                    .ranks_per_node = p ? p->ranks_per_node : 0,
                                    .planccl_ok = p != NULL,
@@ -238,12 +266,22 @@ ncclResult_t pcl_dispatch(const struct pcl_coll_args *a) {
     return pcl_dispatch_forward(a);
   }
   int inplace = is_inplace(a, c->rank);
+  struct pcl_coll_args with_view;
+  if (c->pcl != NULL && c->pcl->wins != NULL &&
+      (with_view.ub = window_view(c, a, inplace)) != NULL) {
+    struct pcl_exec_userbuf *ub = with_view.ub;
+    with_view = *a;
+    with_view.ub = ub;
+    a = &with_view;
+  }
   uint32_t tag = 1u | (uint32_t)a->coll << 1 | (uint32_t)inplace << 5 |
                  ((uint32_t)a->dtype & 31u) << 6 | ((uint32_t)a->op & 0x1fffffu) << 11;
   /* The root only matters to broadcast/reduce: fold it into the count key for them. */
   uint64_t key = a->count;
   if (a->coll == PCL_COLL_BROADCAST || a->coll == PCL_COLL_REDUCE)
     key ^= (uint64_t)(uint32_t)a->root << 48;
+  if (a->ub != NULL) /* registered buffers decide apart: zero-copy plans are candidates */
+    key ^= 1ull << 63;
   uint64_t h = (key * 0x9e3779b97f4a7c15ull) ^ tag;
   struct pcl_dcache_entry *e = &c->dcache[(h ^ (h >> 29)) & (PCL_DCACHE_SLOTS - 1)];
   if (e->tag != tag || e->bytes_key != key)

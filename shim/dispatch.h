@@ -38,6 +38,9 @@ struct pcl_coll_args {
   struct ncclComm *comm; /* planccl's comm; NULL when called with a bare real comm */
   ncclComm_t real;       /* the real NCCL comm, never NULL */
   cudaStream_t stream;
+  /* Set by the dispatcher: the view of both buffers inside planccl windows (zero-copy plans may
+   * run), or NULL. */
+  struct pcl_exec_userbuf *ub;
 };
 
 /* Name of a collective for messages ("AllReduce"...). */
@@ -92,7 +95,8 @@ struct pcl_dispatch_inputs {
   ncclDataType_t dtype;
   ncclRedOp_t op;
   int inplace;
-  int root; /* broadcast, reduce */
+  int root;       /* broadcast, reduce */
+  int registered; /* both buffers lie in symmetric windows: zero-copy plans are candidates */
   /* The communicator and the process. */
   int nranks, ranks_per_node;
   int planccl_ok;                     /* 0: pass-through communicator */

@@ -97,9 +97,10 @@ void pcl_dispatch_decide(const struct pcl_dispatch_inputs *in, struct pcl_dispat
   else {
     int ok;
     d->msg_bytes = pcl_dispatch_msg_bytes(in->coll, in->count, in->dtype, in->nranks, &ok);
-    const pcl_plan_t *plan = ok ? pcl_registry_select(in->registry, (pcl_plan_coll_t)pc, in->nranks,
-                                                      in->ranks_per_node, in->inplace, d->msg_bytes)
-                                : NULL;
+    const pcl_plan_t *plan =
+        ok ? pcl_registry_select_for(in->registry, (pcl_plan_coll_t)pc, in->nranks,
+                                     in->ranks_per_node, in->inplace, d->msg_bytes, in->registered)
+           : NULL;
     d->plan = plan;
     unsigned dt = (unsigned)in->dtype;
     if (!ok)

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT
  * Exported memory, registration, window, reduction-op and device-API host functions. They are
  * forwarded to the real NCCL with planccl's comm replaced by the real one; ncclWindow_t, handles
- * and device-API structs pass through untouched. */
+ * and device-API structs pass through untouched. Symmetric windows are registered with planccl
+ * as well (zero-copy plans). */
 #include <string.h>
+#include <cuda_runtime_api.h>
 #include "comm.h"
+#include "comm_int.h"
 #include "log.h"
 #include "pcl_check.h"
 #include "shim_int.h"
@@ -40,15 +43,47 @@ PCL_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle) {
 }
 PCL_ALIAS(ncclCommDeregister)
 
+/* Symmetric windows are planccl's too (comm_win.c): the real NCCL registers first (its handle is
+ * what the caller gets, for its kernels and the device API), then planccl exchanges the buffer
+ * with its peers, every rank in the same order as NCCL requires. Skipped alike on every rank:
+ * windows without NCCL_WIN_COLL_SYMMETRIC, pass-through communicators, and registrations inside
+ * a group (one thread may drive several ranks there, and the exchange blocks). */
 PCL_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size,
                                             ncclWindow_t *win, int winFlags) {
   PCL_NEED_COMM(ncclCommWindowRegister, comm);
-  return pcl_errors_real_result(F->ncclCommWindowRegister(real, buff, size, win, winFlags));
+  ncclResult_t res =
+      pcl_errors_real_result(F->ncclCommWindowRegister(real, buff, size, win, winFlags));
+  if (res != ncclSuccess || c == NULL || win == NULL || !(winFlags & NCCL_WIN_COLL_SYMMETRIC))
+    return res;
+  if (pcl_group_depth() > 0) {
+    PCL_INFO(PCL_LOG_SHIM, "window %p +%zu registered inside a group: NCCL's only", buff, size);
+    return res;
+  }
+  pcl_setup_join(c, 1); /* a non-blocking init must be done: every rank then agrees on c->pcl */
+  if (pcl_setup_state(c) != PCL_SETUP_DONE || c->pcl == NULL)
+    return res;
+  int prev = -1;
+  cudaGetDevice(&prev);
+  if (prev != c->pcl->cuda_dev)
+    cudaSetDevice(c->pcl->cuda_dev);
+  res = pcl_comm_win_register(c->pcl, buff, size, *win);
+  if (prev != c->pcl->cuda_dev && prev >= 0)
+    cudaSetDevice(prev);
+  return res;
 }
 PCL_ALIAS(ncclCommWindowRegister)
 
 PCL_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   PCL_NEED_COMM(ncclCommWindowDeregister, comm);
+  if (c != NULL && pcl_setup_state(c) == PCL_SETUP_DONE && c->pcl != NULL) {
+    int prev = -1;
+    cudaGetDevice(&prev);
+    if (prev != c->pcl->cuda_dev)
+      cudaSetDevice(c->pcl->cuda_dev);
+    pcl_comm_win_deregister(c->pcl, win);
+    if (prev != c->pcl->cuda_dev && prev >= 0)
+      cudaSetDevice(prev);
+  }
   return pcl_errors_real_result(F->ncclCommWindowDeregister(real, win));
 }
 PCL_ALIAS(ncclCommWindowDeregister)

@@ -17,6 +17,8 @@ struct pcl_topo;
 struct pcl_memchan;
 struct pcl_mem_alloc;
 struct pcl_exec_ctx;
+struct pcl_exec_userbuf;
+struct pcl_comm_wins;
 
 /* ---- comm_res.c: resources of a planned communicator ---- */
 
@@ -34,6 +36,7 @@ struct pcl_comm_pcl {
   int net;                 /* pcl_transport_kind_t between hosts; 0 (NONE) on one host */
   int kernel_error_logged; /* the refusal after a kernel error was WARNed (atomic exchange) */
   size_t scratch_bytes;
+  struct pcl_comm_wins *wins; /* comm_win.c; NULL until the first window */
 };
 
 /* Collective over `boot` (ownership passes to this function, whatever it returns): topology,
@@ -49,6 +52,25 @@ ncclResult_t pcl_comm_res_create(pcl_bootstrap_t *boot, int cuda_dev, struct pcl
 /* Frees everything. abort: set the executor's abort flag first (spinning kernels give up).
  * Waits for the comm's device to finish the work already queued, never for peers. NULL ok. */
 void pcl_comm_res_destroy(struct pcl_comm_pcl *p, int abort);
+
+/* ---- comm_win.c: symmetric windows ---- */
+
+/* Collective, every rank in the same order (ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC,
+ * after the real NCCL registered `real`): exchanges [buff, buff + size) with the peers. A failed
+ * exchange fails on every rank alike and is WARNed; the window is then NCCL's only, and the
+ * call still succeeds. Only out of host memory is an error. */
+ncclResult_t pcl_comm_win_register(struct pcl_comm_pcl *p, void *buff, size_t size,
+                                   ncclWindow_t real);
+/* Local: forgets the window and the views over it (nothing planned may still run on it). */
+void pcl_comm_win_deregister(struct pcl_comm_pcl *p, ncclWindow_t real);
+/* Every window and view (the comm's kernels finished). */
+void pcl_comm_wins_destroy(struct pcl_comm_pcl *p);
+/* The view of a call's buffers when both lie inside planccl windows (made once per buffer pair,
+ * kept until the window goes), else NULL: the call then runs as if unregistered. in_step and
+ * out_step as pcl_exec_userbuf_view. */
+struct pcl_exec_userbuf *pcl_comm_win_view(struct pcl_comm_pcl *p, const struct pcl_coll_args *a,
+                                           uint64_t in_bytes, uint64_t out_bytes, uint64_t in_step,
+                                           uint64_t out_step);
 
 /* ---- plans_dir.c ---- */
 

@@ -310,7 +310,8 @@ EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t s
                                            ncclWindow_t *win, int flags) {
   REC("ncclCommWindowRegister", U(comm), U(buff), (uint64_t)size, U(win), I(flags));
   CHECK_COMM(comm);
-  *win = (ncclWindow_t)(uintptr_t)0x3170;
+  static uintptr_t next_win = 0x3170; /* a handle per window, as NCCL's */
+  *win = (ncclWindow_t)(next_win += 0x10);
   return result_of("ncclCommWindowRegister");
 }
 

@@ -323,7 +323,8 @@ int main(int argc, char **argv) {
   static const char *const dirs[] = {"test/data/plans/good",  "test/data/plans/conformance",
                                      "plans/allreduce",       "plans/allgather",
                                      "plans/reducescatter",   "plans/extra/allreduce",
-                                     "plans/extra/allgather", "plans/extra/reducescatter"};
+                                     "plans/extra/allgather", "plans/extra/reducescatter",
+                                     "plans/extra/broadcast", "plans/extra/reduce"};
   for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
     char dir[700];
     snprintf(dir, sizeof(dir), "%s/%s", src ? src : ".", dirs[i]);

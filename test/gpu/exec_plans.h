@@ -9,7 +9,7 @@
 #include "bootstrap.h"
 
 #define XP_MAXR 8                 /* ranks of the largest group */
-#define XP_MAX_PLANS 48           /* plans of one group */
+#define XP_MAX_PLANS 64           /* plans of one group */
 #define XP_MAX_MSG (1ull << 20)   /* largest message of the case sweep */
 #define XP_BUF_BYTES (2ull << 20) /* device buffer per rank and direction (>= any out_bytes) */
 #define XP_ALT_CALLS 8            /* back-to-back calls of the alternation test */

@@ -68,6 +68,10 @@ int xr_setup(xr_t *R) {
 void xr_teardown(xr_t *R) {
   cudaDeviceSynchronize();
   for (int k = 0; k < 2; k++) {
+    pcl_exec_window_destroy(R->win[k]);
+    R->win[k] = NULL;
+  }
+  for (int k = 0; k < 2; k++) {
     pcl_exec_ctx_destroy(R->ctx[k]);
     R->ctx[k] = NULL;
   }

@@ -22,6 +22,10 @@ typedef struct {
   pcl_exec_ctx_t *ctx[2]; /* two communicators: [1] for the interleaving test */
   cudaStream_t st[2];
   uint8_t *d_in, *d_out; /* XP_BUF_BYTES each */
+  /* Windows over d_in and d_out on ctx[0], made at the first registration that uses them;
+   * registrations alternate between exact buffers and views of these (nreg counts them). */
+  pcl_exec_window_t *win[2];
+  int nreg;
   uint8_t *h_out;
 } xr_t;
 

@@ -63,8 +63,26 @@ static int pick_sizes(const pcl_plan_t *pl, uint64_t *out, int want) {
   return k;
 }
 
-/* Registers the case's exact buffers when the plan reaches user buffers through peers or the
- * proxy (collective: the decision is the same on every rank). */
+/* A view of the case's buffers inside the windows over d_in and d_out (made the first time,
+ * collectively): what the NCCL API's symmetric windows give a call. */
+static int window_view(xr_t *R, xr_case_t *c, uint8_t *in, uint8_t *out, pcl_exec_userbuf_t **ub) {
+  int rank = R->rank;
+  if (R->win[0] == NULL)
+    for (int k = 0; k < 2; k++)
+      CK(pcl_exec_window_create(R->ctx[0], k ? R->d_out : R->d_in, XP_BUF_BYTES, &R->win[k]));
+  /* NCCL places these by rank: in-place allgather's input, in-place reduce-scatter's output. */
+  const int coll = c->plan->collective;
+  uint64_t in_step = c->inplace && coll == PCL_PLAN_COLL_ALLGATHER ? c->in_bytes : 0;
+  uint64_t out_step = c->inplace && coll == PCL_PLAN_COLL_REDUCESCATTER ? c->out_bytes : 0;
+  pcl_exec_window_t *wi = R->win[pcl_exec_window_holds(R->win[1], in, c->in_bytes)];
+  CK(pcl_exec_userbuf_view(R->ctx[0], wi, in, c->in_bytes, in_step, R->win[1], out, c->out_bytes,
+                           out_step, ub));
+  return 0;
+}
+
+/* Registers the case's buffers when the plan reaches user buffers through peers or the proxy
+ * (collective: the decision is the same on every rank): every other time as a view of windows,
+ * where the plan has no port channel (views are for memory channels only). */
 static int maybe_register(xr_t *R, xr_case_t *c, pcl_exec_userbuf_t **ub, int *zerocopy) {
   int rank = R->rank;
   pcl_exec_shape_t shape;
@@ -77,7 +95,12 @@ static int maybe_register(xr_t *R, xr_case_t *c, pcl_exec_userbuf_t **ub, int *z
     return 0;
   uint8_t *in, *out;
   xr_bufs(R, c, R->d_in, R->d_out, &in, &out);
-  CK(pcl_exec_userbuf_create(R->ctx[0], in, c->in_bytes, out, c->out_bytes, ub));
+  if (!shape.has_port && R->nreg++ % 2 == 1) {
+    if (window_view(R, c, in, out, ub))
+      return 1;
+  } else {
+    CK(pcl_exec_userbuf_create(R->ctx[0], in, c->in_bytes, out, c->out_bytes, ub));
+  }
   c->ub = *ub;
   return 0;
 }

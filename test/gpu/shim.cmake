@@ -14,16 +14,20 @@ if(TARGET planccl AND NOT PCL_SANITIZE)
                        LABELS "gpu;nosan"
                        ENVIRONMENT "NCCL_NVLS_ENABLE=0;TORCH_SYMM_MEM_DISABLE_MULTICAST=1;NVSHMEM_DISABLE_NVLS=1")
 endif()
-# Kernel faults through the NCCL API on one GPU or more: two processes, libplanccl over the
-# recording fake NCCL (so a right allreduce ran on planccl's kernels): a peer that never calls,
-# ncclCommGetAsyncError, refusal, ncclCommAbort within 1 s, a new communicator after it.
+# NCCL-API tests on one GPU or more: two processes, libplanccl over the recording fake NCCL,
+# which computes nothing (so a right result ran on planccl's kernels, an untouched one was
+# forwarded). shim_faults: a peer that never calls, ncclCommGetAsyncError, refusal, ncclCommAbort
+# within 1 s, a new communicator after it. shim_windows: symmetric windows (zero-copy plans) and
+# broadcast/reduce from root 1.
 if(TARGET planccl AND TARGET fakenccl AND NOT PCL_SANITIZE)
-  add_executable(shim_faults ${CMAKE_CURRENT_LIST_DIR}/shim_faults.c)
-  pcl_target_defaults(shim_faults)
-  target_include_directories(shim_faults PRIVATE ${PROJECT_SOURCE_DIR}/test/mp)
-  target_link_libraries(shim_faults PRIVATE planccl ${PCL_CUDART_STATIC} rt)
-  add_test(NAME shim_faults COMMAND shim_faults)
-  set_tests_properties(shim_faults PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
-                       LABELS "gpu;nosan"
-                       ENVIRONMENT "PLANCCL_NCCL_LIB=$<TARGET_FILE:fakenccl>;PLANCCL_SOCKET_IFNAME=lo;NCCL_NVLS_ENABLE=0;TORCH_SYMM_MEM_DISABLE_MULTICAST=1;NVSHMEM_DISABLE_NVLS=1")
+  foreach(t shim_faults shim_windows)
+    add_executable(${t} ${CMAKE_CURRENT_LIST_DIR}/${t}.c)
+    pcl_target_defaults(${t})
+    target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/test/mp)
+    target_compile_definitions(${t} PRIVATE PCL_TEST_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+    target_link_libraries(${t} PRIVATE planccl ${PCL_CUDART_STATIC} rt)
+    add_test(NAME ${t} COMMAND ${t})
+    set_tests_properties(${t} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "gpu;nosan"
+                         ENVIRONMENT "PLANCCL_NCCL_LIB=$<TARGET_FILE:fakenccl>;PLANCCL_SOCKET_IFNAME=lo;NCCL_NVLS_ENABLE=0;TORCH_SYMM_MEM_DISABLE_MULTICAST=1;NVSHMEM_DISABLE_NVLS=1")
+  endforeach()
 endif()

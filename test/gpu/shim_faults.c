@@ -15,27 +15,17 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include "mp_launch.h"
+#include "shim_mp.h"
 
 #define COUNT 256 /* 1 KB of floats: a planned size of the default 2-GPU plans */
 
 typedef struct {
   ncclUniqueId id[4];
   int ready[4];
-  int arrived, generation;
+  shim_mp_barrier_t bar;
   int ngpus;
   char log[2][256]; /* each rank's stderr file */
 } shared_t;
-
-static void barrier(shared_t *sh) {
-  int gen = __atomic_load_n(&sh->generation, __ATOMIC_ACQUIRE);
-  if (__atomic_add_fetch(&sh->arrived, 1, __ATOMIC_ACQ_REL) == 2) {
-    __atomic_store_n(&sh->arrived, 0, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&sh->generation, 1, __ATOMIC_RELEASE);
-    return;
-  }
-  while (__atomic_load_n(&sh->generation, __ATOMIC_ACQUIRE) == gen)
-    usleep(100);
-}
 
 /* Communicator k: rank 0 makes the id, rank 1 waits for it. */
 static ncclResult_t init(shared_t *sh, int k, int rank, ncclComm_t *comm) {
@@ -93,7 +83,7 @@ static int rank_timeout(int rank, int nranks, void *arg) {
   PCL_MP_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, 2);
   PCL_MP_CHECK(init(sh, 0, rank, &comm) == ncclSuccess, 3);
   PCL_MP_CHECK(checked_allreduce(comm, d, s, rank), 4); /* planned: the fake adds nothing */
-  barrier(sh);
+  shim_mp_barrier(&sh->bar);
   if (rank == 0) {
     ncclResult_t e = ncclSuccess;
     double t0 = pcl_mp_now();
@@ -115,7 +105,7 @@ static int rank_timeout(int rank, int nranks, void *arg) {
     fflush(stderr);
     PCL_MP_CHECK(file_has(sh->log[0], "hang report: rank 0"), 11);
   }
-  barrier(sh);
+  shim_mp_barrier(&sh->bar);
   if (comm != NULL)
     PCL_MP_CHECK(ncclCommAbort(comm) == ncclSuccess, 12);
   comm = NULL;
@@ -151,7 +141,7 @@ static int rank_abort(int rank, int nranks, void *arg) {
   PCL_MP_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, 2);
   PCL_MP_CHECK(init(sh, 2, rank, &comm) == ncclSuccess, 3);
   PCL_MP_CHECK(checked_allreduce(comm, d, s, rank), 4);
-  barrier(sh);
+  shim_mp_barrier(&sh->bar);
   if (rank == 0) {
     PCL_MP_CHECK(ncclAllReduce(d, d, COUNT, ncclFloat, ncclSum, comm, s) == ncclSuccess, 5);
     usleep(300 * 1000);
@@ -164,7 +154,7 @@ static int rank_abort(int rank, int nranks, void *arg) {
     fprintf(stdout, "shim_faults: ncclCommAbort of a spinning kernel: done in %.3f s\n", took);
     PCL_MP_CHECK(took < 1.0, 9);
   }
-  barrier(sh);
+  shim_mp_barrier(&sh->bar);
 out:
   if (comm != NULL)
     ncclCommAbort(comm);
@@ -176,25 +166,15 @@ out:
 }
 
 int main(void) {
-  /* The parent touches no CUDA (its children do): count GPUs in a child. */
-  shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (sh == MAP_FAILED)
+  shared_t *sh = shim_mp_shared(sizeof(*sh));
+  if (sh == NULL)
     return 1;
-  memset(sh, 0, sizeof(*sh));
-  pid_t p = fork();
-  if (p == 0) {
-    int n = 0;
-    _exit(cudaGetDeviceCount(&n) == cudaSuccess ? (n > 0 ? (n < 100 ? n : 99) : 0) : 0);
-  }
-  int st = 0;
-  waitpid(p, &st, 0);
-  sh->ngpus = WIFEXITED(st) ? WEXITSTATUS(st) : 0;
+  sh->ngpus = shim_mp_gpu_count();
   if (sh->ngpus == 0) {
     printf("shim_faults: no GPU: skipped\n");
     return 77;
   }
-  for (int r = 0; r < 2; r++)
-    snprintf(sh->log[r], sizeof(sh->log[r]), "/tmp/pcl_shim_faults_%d_%d.log", (int)getpid(), r);
+  shim_mp_log_names(sh->log, 2, "shim_faults");
   setenv("PLANCCL_TIMEOUT_S", "1", 1);
   int codes[2] = {0, 0};
   int rc = pcl_mp_run(2, rank_timeout, sh, 120, codes);
@@ -202,17 +182,7 @@ int main(void) {
   unsetenv("PLANCCL_TIMEOUT_S");
   int rc2 = pcl_mp_run(2, rank_abort, sh, 120, codes);
   printf("shim_faults: abort scenario: rank codes %d %d\n", codes[0], codes[1]);
-  for (int r = 0; r < 2; r++) {
-    if (rc != 0 || rc2 != 0) { /* the ranks' logs say why */
-      char cmd[320];
-      snprintf(cmd, sizeof(cmd), "tail -20 %s", sh->log[r]);
-      printf("--- rank %d log:\n", r);
-      fflush(stdout);
-      if (system(cmd) != 0)
-        printf("(no log)\n");
-    }
-    unlink(sh->log[r]);
-  }
+  shim_mp_logs(sh->log, 2, rc != 0 || rc2 != 0); /* the ranks' logs say why */
   printf("shim_faults: %s\n", rc == 0 && rc2 == 0 ? "passed" : "FAILED");
   return rc == 0 && rc2 == 0 ? 0 : 1;
 }

@@ -258,6 +258,34 @@ START_TEST(test_test_data_tree) {
 }
 END_TEST
 
+/* The shipped 2-GPU allreduce plans: above the default set only the opt-in ones match, and the
+ * zero-copy plan (registered buffers only) is a candidate for registered buffers alone. */
+START_TEST(test_registered_only_plans) {
+  const char *src = getenv("PCL_SOURCE_DIR");
+  char d[1024];
+  snprintf(d, sizeof(d), "%s/plans/extra/allreduce", src != NULL ? src : PCL_TEST_SOURCE_DIR);
+  const char *dirs[] = {d};
+  pcl_registry_t *r = create(dirs, 1);
+  int zero_copy = 0;
+  for (int i = 0; i < pcl_registry_count(r); i++) {
+    const pcl_plan_t *p = pcl_registry_plan(r, i);
+    ck_assert_int_eq(p->needs_userbuf, strstr(p->name, "zerocopy") != NULL);
+    zero_copy += p->needs_userbuf;
+  }
+  ck_assert_int_eq(zero_copy, 6); /* 2, 4, 8 ranks, in and out of place */
+  /* 64 MiB: the pipelined Simple plan (priority -2) unregistered, zero-copy (-1) registered. */
+  const uint64_t big = 64ull << 20;
+  const pcl_plan_t *p = pcl_registry_select_for(r, PCL_PLAN_COLL_ALLREDUCE, 2, 2, 0, big, 0);
+  ck_assert_ptr_nonnull(p);
+  ck_assert_str_eq(p->name, "allreduce_2gpu_simple_pipe_outofplace");
+  p = pcl_registry_select_for(r, PCL_PLAN_COLL_ALLREDUCE, 2, 2, 0, big, 1);
+  ck_assert_ptr_nonnull(p);
+  ck_assert_str_eq(p->name, "allreduce_2gpu_zerocopy_outofplace");
+  pcl_registry_destroy(r);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("registry");
   TCase *tc = tcase_create("core");
@@ -268,6 +296,7 @@ int main(void) {
   tcase_add_test(tc, test_max_scratch);
   tcase_add_test(tc, test_channels_and_hash);
   tcase_add_test(tc, test_test_data_tree);
+  tcase_add_test(tc, test_registered_only_plans);
   suite_add_tcase(s, tc);
   return pcl_test_run_suite(s);
 }

@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: MIT
+ * User buffers that peers reach: exact registrations of one call's (input, output), exchanged
+ * collectively; windows, exchanged collectively once; and views of a call's buffers inside
+ * windows, made locally with no exchange (NCCL's symmetric-window contract). */
+#include <string.h>
+#include "alloc.h"
+#include "exec_int.h"
+#include "log.h"
+#include "pcl_check.h"
+#include "portchan.h"
+
+ncclResult_t pcl_exec_userbuf_create(pcl_exec_ctx_t *c, void *in, size_t in_bytes, void *out,
+                                     size_t out_bytes, pcl_exec_userbuf_t **ub) {
+  ncclResult_t res;
+  pcl_exec_userbuf_t *u = NULL;
+  const pcl_exec_config_t *cfg = pcl_exec_ctx_cfg(c);
+  if (cfg->memchan == NULL) {
+    PCL_WARN(PCL_LOG_EXEC, "registering user buffers needs memory channels");
+    return ncclInvalidUsage;
+  }
+  PCL_CALLOC(u, 1, "exec userbuf");
+  if (u == NULL)
+    return ncclSystemError;
+  u->ctx = c;
+  u->port_id[0] = u->port_id[1] = PCL_KABI_NO_MEM;
+  /* Two exchanges on every rank, out == in or not (exec.h): one rank skipping the second would
+   * pair its next collective with the peers' second and read their descriptors as its own. */
+  PCL_CHECK_GOTO(pcl_memchan_buf_reg(cfg->memchan, in, in_bytes, &u->buf[0]), res, err);
+  PCL_CHECK_GOTO(pcl_memchan_buf_reg(cfg->memchan, out, out_bytes, &u->buf[1]), res, err);
+  if (cfg->portchan != NULL) {
+    PCL_CHECK_GOTO(pcl_portchan_buf_reg(cfg->portchan, in, in_bytes, u->buf[0], &u->port_id[0]),
+                   res, err);
+    PCL_CHECK_GOTO(pcl_portchan_buf_reg(cfg->portchan, out, out_bytes, u->buf[1], &u->port_id[1]),
+                   res, err);
+  }
+  *ub = u;
+  return ncclSuccess;
+err:
+  pcl_exec_userbuf_destroy(u);
+  return res;
+}
+
+void pcl_exec_userbuf_destroy(pcl_exec_userbuf_t *u) {
+  if (u == NULL)
+    return;
+  /* Programs bound to these buffers go too: a later registration may reuse the address of u. */
+  pcl_exec_drop_userbuf(u->ctx, u);
+  if (u->win[0] != NULL) { /* a view: the windows own the buffers */
+    u->win[0]->views--;
+    u->win[1]->views--;
+    pcl_free(u);
+    return;
+  }
+  const pcl_exec_config_t *cfg = pcl_exec_ctx_cfg(u->ctx);
+  if (cfg->portchan != NULL) { /* an id never registered (PCL_KABI_NO_MEM) is ignored */
+    pcl_portchan_buf_release(cfg->portchan, u->port_id[1]);
+    pcl_portchan_buf_release(cfg->portchan, u->port_id[0]);
+  }
+  pcl_memchan_buf_release(u->buf[1]);
+  pcl_memchan_buf_release(u->buf[0]);
+  pcl_free(u);
+}
+
+uint64_t pcl_exec_userbuf_peer(const pcl_exec_userbuf_t *ub, int peer, int type) {
+  uint64_t bytes;
+  if (ub == NULL)
+    return 0;
+  const int k = type == PCL_PLAN_BUF_OUTPUT && ub->buf[1] ? 1 : 0;
+  uint64_t base = pcl_memchan_buf_remote(ub->buf[k], peer, &bytes);
+  if (base == 0 || ub->win[0] == NULL)
+    return base;
+  return base + ub->off[k] + (uint64_t)peer * ub->step[k];
+}
+
+uint32_t pcl_exec_userbuf_port_id(const pcl_exec_userbuf_t *ub, int type) {
+  if (ub == NULL)
+    return PCL_KABI_NO_MEM;
+  return ub->port_id[type == PCL_PLAN_BUF_OUTPUT ? 1 : 0];
+}
+
+/* ---- windows and views ---- */
+
+ncclResult_t pcl_exec_window_create(pcl_exec_ctx_t *c, void *ptr, size_t bytes,
+                                    pcl_exec_window_t **out) {
+  ncclResult_t res;
+  pcl_exec_window_t *w = NULL;
+  const pcl_exec_config_t *cfg = pcl_exec_ctx_cfg(c);
+  *out = NULL;
+  if (cfg->memchan == NULL) {
+    PCL_WARN(PCL_LOG_EXEC, "a window needs memory channels");
+    return ncclInvalidUsage;
+  }
+  PCL_CALLOC(w, 1, "exec window");
+  if (w == NULL)
+    return ncclSystemError;
+  w->ctx = c;
+  w->base = (uintptr_t)ptr;
+  w->bytes = ptr != NULL ? bytes : 0;
+  w->port_id = PCL_KABI_NO_MEM;
+  /* Every rank exchanges, whatever it passes: a rank whose registration fails still takes part
+   * and the exchange fails on every rank alike (memchan.c). */
+  PCL_CHECK_GOTO(pcl_memchan_buf_reg(cfg->memchan, ptr, w->bytes, &w->buf), res, err);
+  PCL_INFO(PCL_LOG_EXEC, "rank %d: window %p +%zu registered with %d peers", cfg->rank, ptr,
+           w->bytes, cfg->nranks - 1);
+  *out = w;
+  return ncclSuccess;
+err:
+  pcl_free(w);
+  return res;
+}
+
+void pcl_exec_window_destroy(pcl_exec_window_t *w) {
+  if (w == NULL)
+    return;
+  if (w->views != 0) /* the caller's bug: its views would read unmapped memory */
+    PCL_WARN(PCL_LOG_EXEC, "window %p destroyed with %d views still open", (void *)w->base,
+             w->views);
+  pcl_memchan_buf_release(w->buf);
+  pcl_free(w);
+}
+
+int pcl_exec_window_holds(const pcl_exec_window_t *w, const void *ptr, uint64_t bytes) {
+  const uintptr_t p = (uintptr_t)ptr;
+  return w != NULL && p >= w->base && bytes <= w->bytes && p - w->base <= w->bytes - bytes;
+}
+
+/* Checks that every peer's copy of [off + peer * step, + bytes) lies in its window. */
+static int view_fits(const pcl_exec_window_t *w, uint64_t off, uint64_t step, uint64_t bytes,
+                     int nranks, int me) {
+  for (int p = 0; p < nranks; p++) {
+    uint64_t have = 0;
+    if (p == me)
+      continue;
+    if (pcl_memchan_buf_remote(w->buf, p, &have) == 0)
+      continue; /* not mapped here (another host): bind refuses a plan that needs it */
+    uint64_t at = off + (uint64_t)p * step;
+    if (at > have || bytes > have - at)
+      return 0;
+  }
+  return 1;
+}
+
+ncclResult_t pcl_exec_userbuf_view(pcl_exec_ctx_t *c, pcl_exec_window_t *win_in, const void *in,
+                                   uint64_t in_bytes, uint64_t in_step, pcl_exec_window_t *win_out,
+                                   const void *out, uint64_t out_bytes, uint64_t out_step,
+                                   pcl_exec_userbuf_t **ub) {
+  const pcl_exec_config_t *cfg = pcl_exec_ctx_cfg(c);
+  pcl_exec_window_t *w[2] = {win_in, win_out};
+  const void *ptr[2] = {in, out};
+  const uint64_t bytes[2] = {in_bytes, out_bytes}, step[2] = {in_step, out_step};
+  pcl_exec_userbuf_t *u = NULL;
+  *ub = NULL;
+  PCL_CALLOC(u, 1, "exec window view");
+  if (u == NULL)
+    return ncclSystemError;
+  u->ctx = c;
+  for (int k = 0; k < 2; k++) {
+    const uint64_t mine = (uint64_t)cfg->rank * step[k];
+    if (w[k] == NULL || w[k]->ctx != c || !pcl_exec_window_holds(w[k], ptr[k], bytes[k]) ||
+        (uintptr_t)ptr[k] - w[k]->base < mine) {
+      PCL_WARN(PCL_LOG_EXEC, "rank %d: %s %p +%llu (rank step %llu) is not inside its window",
+               cfg->rank, k ? "output" : "input", ptr[k], (unsigned long long)bytes[k],
+               (unsigned long long)step[k]);
+      pcl_free(u);
+      return ncclInvalidArgument;
+    }
+    u->off[k] = (uintptr_t)ptr[k] - w[k]->base - mine;
+    u->step[k] = step[k];
+    if (!view_fits(w[k], u->off[k], step[k], bytes[k], cfg->nranks, cfg->rank)) {
+      PCL_WARN(PCL_LOG_EXEC,
+               "rank %d: %s at window offset %llu +%llu runs past a peer's window: the ranks "
+               "do not pass their buffers at the same offsets of windows of one size",
+               cfg->rank, k ? "output" : "input", (unsigned long long)u->off[k],
+               (unsigned long long)bytes[k]);
+      pcl_free(u);
+      return ncclInvalidArgument;
+    }
+    u->buf[k] = w[k]->buf;
+    u->port_id[k] = w[k]->port_id;
+  }
+  u->win[0] = win_in;
+  u->win[1] = win_out;
+  win_in->views++;
+  win_out->views++;
+  *ub = u;
+  return ncclSuccess;
+}
