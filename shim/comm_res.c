@@ -71,7 +71,8 @@ void pcl_comm_res_destroy(struct pcl_comm_pcl *p, int abort) {
    * kernel waits only for peers that already launched the same call, so this never waits on a
    * peer that is not itself making progress. */
   cudaDeviceSynchronize();
-  pcl_comm_wins_destroy(p); /* views and windows hold programs and mappings of the context */
+  pcl_comm_wins_destroy(p); /* views, windows and pairs hold programs and mappings of the context */
+  pcl_comm_regs_destroy(p);
   pcl_exec_ctx_destroy(p->exec);
   pcl_portchan_destroy(p->portchan); /* before the memory channels that map its semaphores */
   pcl_memchan_destroy(p->memchan);

@@ -141,53 +141,95 @@ static void exec_args(const struct pcl_coll_args *a, const struct pcl_dispatch_d
 }
 
 /* The buffers' extents of a planned collective (NCCL's meaning of count), and where NCCL places a
- * rank's buffer by rank: in-place allgather's input, in-place reduce-scatter's output. */
-static struct pcl_exec_userbuf *window_view(struct ncclComm *c, const struct pcl_coll_args *a,
-                                            int inplace) {
+ * rank's buffer by rank: in-place allgather's input, in-place reduce-scatter's output (step =
+ * its size). 0 for the other collectives and sizes that overflow. */
+struct extents {
+  uint64_t in, out, in_step, out_step;
+};
+
+static int call_extents(const struct ncclComm *c, const struct pcl_coll_args *a, int inplace,
+                        struct extents *x) {
   const uint64_t n = (uint64_t)c->pcl->nranks, es = pcl_dtype_bytes(a->dtype);
-  uint64_t in = (uint64_t)a->count * es, out = in, in_step = 0, out_step = 0;
+  if (es == 0 || a->count == 0 || a->count > UINT64_MAX / es / n)
+    return 0;
+  x->in = x->out = (uint64_t)a->count * es;
+  x->in_step = x->out_step = 0;
   switch (a->coll) {
   case PCL_COLL_ALLREDUCE:
   case PCL_COLL_BROADCAST:
   case PCL_COLL_REDUCE:
-    break;
+    return 1;
   case PCL_COLL_ALLGATHER:
-    out = in * n;
-    in_step = inplace ? in : 0;
-    break;
+    x->out = x->in * n;
+    x->in_step = inplace ? x->in : 0;
+    return 1;
   case PCL_COLL_REDUCESCATTER:
-    in = out * n;
-    out_step = inplace ? out : 0;
-    break;
+    x->in = x->out * n;
+    x->out_step = inplace ? x->out : 0;
+    return 1;
   default:
-    return NULL;
+    return 0;
   }
-  if (es == 0 || a->count == 0 || a->count > UINT64_MAX / es / n)
+}
+
+/* The decision for a call, registered or not (pure; the same on every rank). */
+static void decide(struct ncclComm *c, const struct pcl_coll_args *a, int inplace, int registered,
+                   struct pcl_dispatch_inputs *in, struct pcl_dispatch_decision *d) {
+  struct pcl_comm_pcl *p = c->pcl;
+  *in = (struct pcl_dispatch_inputs){.coll = a->coll,
+                                     .count = a->count,
+                                     .dtype = a->dtype,
+                                     .op = a->op,
+                                     .inplace = inplace,
+                                     .root = a->root,
+                                     .registered = registered,
+                                     .nranks = p ? p->nranks : c->nranks,
+                                     .ranks_per_node = p ? p->ranks_per_node : 0,
+                                     .planccl_ok = p != NULL,
+                                     .disabled = disabled,
+                                     .force_mask = force_mask,
+                                     .have_real = have_real(a->coll),
+                                     .registry = p ? p->reg : NULL,
+                                     .caps = p ? &p->caps : NULL};
+  pcl_dispatch_decide(in, d);
+}
+
+/* The registration a call's buffers have: a view of symmetric windows, or the pair of
+ * ncclCommRegister'ed buffers exchanged at its first call that a zero-copy plan would run. The
+ * exchange is collective: every rank reaches the same verdict from values all ranks share (the
+ * registered decision's plan), and none runs inside a group (one thread may drive several
+ * ranks) or a stream capture (a capture uses what was exchanged before it). */
+static struct pcl_exec_userbuf *registration(struct ncclComm *c, const struct pcl_coll_args *a,
+                                             int inplace) {
+  struct pcl_comm_pcl *p = c->pcl;
+  struct extents x;
+  if (!call_extents(c, a, inplace, &x))
     return NULL;
-  return pcl_comm_win_view(c->pcl, a, in, out, in_step, out_step);
+  struct pcl_exec_userbuf *ub =
+      p->wins != NULL ? pcl_comm_win_view(p, a, x.in, x.out, x.in_step, x.out_step) : NULL;
+  int candidate = 0;
+  if (ub != NULL || p->regs == NULL ||
+      (ub = pcl_comm_reg_find(p, a, x.in, x.out, &candidate)) != NULL || !candidate ||
+      pcl_group_depth() > 0)
+    return ub;
+  enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(a->stream, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone)
+    return NULL;
+  struct pcl_dispatch_inputs in;
+  struct pcl_dispatch_decision d;
+  decide(c, a, inplace, 1, &in, &d);
+  if (d.path != PCL_PATH_PLAN || !d.plan->needs_userbuf)
+    return NULL; /* what would run needs no registration: no exchange */
+  return pcl_comm_reg_exchange(p, a, x.in, x.out);
 }
 
 /* Cache miss: decide, ask the executor, remember. */
 static void fill(struct ncclComm *c, const struct pcl_coll_args *a, int inplace,
                  struct pcl_dcache_entry *e, uint32_t tag, uint64_t key) {
   struct pcl_comm_pcl *p = c->pcl;
-  struct pcl_dispatch_inputs in = {.coll = a->coll,
-                                   .count = a->count,
-                                   .dtype = a->dtype,
-                                   .op = a->op,
-                                   .inplace = inplace,
-                                   .root = a->root,
-                                   .registered = a->ub != NULL,
-                                   .nranks = p ? p->nranks : c->nranks,
-                                   .ranks_per_node = p ? p->ranks_per_node : 0,
-                                   .planccl_ok = p != NULL,
-                                   .disabled = disabled,
-                                   .force_mask = force_mask,
-                                   .have_real = have_real(a->coll),
-                                   .registry = p ? p->reg : NULL,
-                                   .caps = p ? &p->caps : NULL};
+  struct pcl_dispatch_inputs in;
   struct pcl_dispatch_decision d;
-  pcl_dispatch_decide(&in, &d);
+  decide(c, a, inplace, a->ub != NULL, &in, &d);
   if (d.path == PCL_PATH_PLAN) {
     pcl_exec_args_t x;
     exec_args(a, &d, &x);
@@ -266,13 +308,13 @@ ncclResult_t pcl_dispatch(const struct pcl_coll_args *a) {
     return pcl_dispatch_forward(a);
   }
   int inplace = is_inplace(a, c->rank);
-  struct pcl_coll_args with_view;
-  if (c->pcl != NULL && c->pcl->wins != NULL &&
-      (with_view.ub = window_view(c, a, inplace)) != NULL) {
-    struct pcl_exec_userbuf *ub = with_view.ub;
-    with_view = *a;
-    with_view.ub = ub;
-    a = &with_view;
+  struct pcl_coll_args with_ub;
+  if (c->pcl != NULL && (c->pcl->wins != NULL || c->pcl->regs != NULL) &&
+      (with_ub.ub = registration(c, a, inplace)) != NULL) {
+    struct pcl_exec_userbuf *ub = with_ub.ub;
+    with_ub = *a;
+    with_ub.ub = ub;
+    a = &with_ub;
   }
   uint32_t tag = 1u | (uint32_t)a->coll << 1 | (uint32_t)inplace << 5 |
                  ((uint32_t)a->dtype & 31u) << 6 | ((uint32_t)a->op & 0x1fffffu) << 11;

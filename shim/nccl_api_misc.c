@@ -30,15 +30,34 @@ PCL_API ncclResult_t ncclMemFree(void *ptr) {
 }
 PCL_ALIAS(ncclMemFree)
 
+/* The real NCCL registers (its handle is the caller's); planccl remembers the range, locally as
+ * NCCL does, and exchanges a call's buffers inside such ranges at the first call a zero-copy plan
+ * would run (dispatch.c). A non-blocking init must be done first, so that every rank agrees on
+ * whether the communicator is planned. */
 PCL_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size,
                                       void **handle) {
   PCL_NEED_COMM(ncclCommRegister, comm);
-  return pcl_errors_real_result(F->ncclCommRegister(real, buff, size, handle));
+  ncclResult_t res = pcl_errors_real_result(F->ncclCommRegister(real, buff, size, handle));
+  if (res != ncclSuccess || c == NULL || handle == NULL)
+    return res;
+  pcl_setup_join(c, 1);
+  if (pcl_setup_state(c) != PCL_SETUP_DONE || c->pcl == NULL)
+    return res;
+  return pcl_comm_reg_add(c->pcl, buff, size, *handle);
 }
 PCL_ALIAS(ncclCommRegister)
 
 PCL_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle) {
   PCL_NEED_COMM(ncclCommDeregister, comm);
+  if (c != NULL && pcl_setup_state(c) == PCL_SETUP_DONE && c->pcl != NULL) {
+    int prev = -1;
+    cudaGetDevice(&prev);
+    if (prev != c->pcl->cuda_dev)
+      cudaSetDevice(c->pcl->cuda_dev);
+    pcl_comm_reg_remove(c->pcl, handle);
+    if (prev != c->pcl->cuda_dev && prev >= 0)
+      cudaSetDevice(prev);
+  }
   return pcl_errors_real_result(F->ncclCommDeregister(real, handle));
 }
 PCL_ALIAS(ncclCommDeregister)

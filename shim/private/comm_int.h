@@ -19,6 +19,7 @@ struct pcl_mem_alloc;
 struct pcl_exec_ctx;
 struct pcl_exec_userbuf;
 struct pcl_comm_wins;
+struct pcl_comm_regs;
 
 /* ---- comm_res.c: resources of a planned communicator ---- */
 
@@ -37,6 +38,7 @@ struct pcl_comm_pcl {
   int kernel_error_logged; /* the refusal after a kernel error was WARNed (atomic exchange) */
   size_t scratch_bytes;
   struct pcl_comm_wins *wins; /* comm_win.c; NULL until the first window */
+  struct pcl_comm_regs *regs; /* comm_reg.c; NULL until the first ncclCommRegister */
 };
 
 /* Collective over `boot` (ownership passes to this function, whatever it returns): topology,
@@ -71,6 +73,23 @@ void pcl_comm_wins_destroy(struct pcl_comm_pcl *p);
 struct pcl_exec_userbuf *pcl_comm_win_view(struct pcl_comm_pcl *p, const struct pcl_coll_args *a,
                                            uint64_t in_bytes, uint64_t out_bytes, uint64_t in_step,
                                            uint64_t out_step);
+
+/* ---- comm_reg.c: ncclCommRegister'ed buffers ---- */
+
+/* Local, as NCCL's: remembers [buff, buff + size) under the real NCCL's handle. */
+ncclResult_t pcl_comm_reg_add(struct pcl_comm_pcl *p, void *buff, size_t size, void *real);
+/* Local: forgets it and the exchanged pairs with a buffer inside it. */
+void pcl_comm_reg_remove(struct pcl_comm_pcl *p, void *real);
+void pcl_comm_regs_destroy(struct pcl_comm_pcl *p);
+/* The exchanged registration of a call's (sendbuff, recvbuff) of these extents, or NULL; then
+ * *candidate = 1 when both lie in registered ranges and there is room to exchange them. */
+struct pcl_exec_userbuf *pcl_comm_reg_find(struct pcl_comm_pcl *p, const struct pcl_coll_args *a,
+                                           uint64_t in_bytes, uint64_t out_bytes, int *candidate);
+/* Collective (every rank in the same call, all candidates): exchanges the pair and keeps it; NULL
+ * after a failure, which fails alike on every rank (WARNed). */
+struct pcl_exec_userbuf *pcl_comm_reg_exchange(struct pcl_comm_pcl *p,
+                                               const struct pcl_coll_args *a, uint64_t in_bytes,
+                                               uint64_t out_bytes);
 
 /* ---- plans_dir.c ---- */
 

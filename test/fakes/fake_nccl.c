@@ -296,7 +296,8 @@ EXPORT ncclResult_t ncclMemFree(void *ptr) {
 EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **h) {
   REC("ncclCommRegister", U(comm), U(buff), (uint64_t)size, U(h));
   CHECK_COMM(comm);
-  *h = (void *)(uintptr_t)0x4a4d;
+  static uintptr_t next_h = 0x4a4d; /* a handle per registration, as NCCL's */
+  *h = (void *)(next_h += 0x10);
   return result_of("ncclCommRegister");
 }
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT
- * Symmetric windows and rooted collectives through the NCCL API: two processes on whatever GPUs
- * there are (one is enough), libplanccl over the recording fake NCCL, which computes nothing, so
- * a right result ran on planccl's kernels and an untouched output was forwarded. Exits 77
- * without a GPU. */
+ * Symmetric windows, ncclCommRegister'ed buffers and rooted collectives through the NCCL API: two
+ * processes on whatever GPUs there are (one is enough), libplanccl over the recording fake NCCL,
+ * which computes nothing, so a right result ran on planccl's kernels and an untouched output was
+ * forwarded. Exits 77 without a GPU. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +66,8 @@ static int rank_main(int rank, int nranks, void *arg) {
   int rc = 0;
   ncclComm_t comm = NULL;
   ncclWindow_t win = NULL;
-  char *w = NULL;
+  char *w = NULL, *reg = NULL;
+  void *reg_handle = NULL;
   float *plain = NULL;
   cudaStream_t s = NULL;
   cudaGraph_t g = NULL;
@@ -78,6 +79,7 @@ static int rank_main(int rank, int nranks, void *arg) {
   PCL_MP_CHECK(cudaSetDevice(rank % sh->ngpus) == cudaSuccess, 2);
   PCL_MP_CHECK(cudaMalloc((void **)&w, WIN_BYTES) == cudaSuccess, 2);
   PCL_MP_CHECK(cudaMalloc((void **)&plain, 2 * BIG) == cudaSuccess, 2);
+  PCL_MP_CHECK(cudaMalloc((void **)&reg, WIN_BYTES) == cudaSuccess, 2);
   PCL_MP_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, 2);
   if (rank == 0) {
     PCL_MP_CHECK(ncclGetUniqueId(&sh->id) == ncclSuccess, 3);
@@ -118,6 +120,18 @@ static int rank_main(int rank, int nranks, void *arg) {
     shim_mp_barrier(&sh->bar);
   }
 
+  /* ncclCommRegister'ed buffers, at other offsets on each rank (no symmetry needed): exchanged at
+   * their first call, kept for the next; in place too. */
+  PCL_MP_CHECK(ncclCommRegister(comm, reg, WIN_BYTES, &reg_handle) == ncclSuccess, 24);
+  char *rin = reg + (size_t)rank * 2 * BIG, *rout = reg + (size_t)(4 + rank) * BIG + 256;
+  for (int rep = 0; rep < 2; rep++) {
+    PCL_MP_CHECK(allreduce_checked(comm, (float *)rin, (float *)rout, n, s, rank, 1), 25);
+    PCL_MP_CHECK(allreduce_checked(comm, (float *)rout, (float *)rout, n, s, rank, 1), 26);
+  }
+  PCL_MP_CHECK(ncclCommDeregister(comm, reg_handle) == ncclSuccess, 27);
+  reg_handle = NULL;
+  PCL_MP_CHECK(allreduce_checked(comm, (float *)rin, (float *)rout, n, s, rank, 0), 28);
+
   /* Broadcast and reduce from root 1, relabelled onto the root-0 plans. */
   float *a = plain, *b = plain + SMALL;
   PCL_MP_CHECK(fill(a, SMALL, (float)(10 * (rank + 1))) && fill(b, SMALL, POISON), 13);
@@ -153,9 +167,12 @@ out:
     cudaGraphDestroy(g);
   if (win != NULL)
     ncclCommWindowDeregister(comm, win);
+  if (reg_handle != NULL)
+    ncclCommDeregister(comm, reg_handle);
   if (comm != NULL)
     ncclCommAbort(comm);
   cudaFree(w);
+  cudaFree(reg);
   cudaFree(plain);
   if (s != NULL)
     cudaStreamDestroy(s);

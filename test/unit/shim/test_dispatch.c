@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT
  * The dispatch decision (pcl_dispatch_decide) for a table of requests against the shipped 2-GPU
- * plans, an opt-in broadcast and two test plans in a temporary plan directory: each collective,
- * in/out-of-place, broadcast roots, sizes at and around every plan's range ends, dtypes and ops
- * the kernels lack, the forced list, disabled mode, pass-through comms and no real NCCL;
- * PLANCCL_FORCE_FALLBACK parsing; and the group record (queueing, order, before/after the real
- * group end). No GPU, no shared library. */
+ * plans, an opt-in broadcast, the zero-copy allreduce and two test plans in a temporary plan
+ * directory: each collective, in/out-of-place, broadcast roots, registered buffers, sizes at and
+ * around every plan's range ends, dtypes and ops the kernels lack, the forced list, disabled mode,
+ * pass-through comms and no real NCCL; PLANCCL_FORCE_FALLBACK parsing; and the group record
+ * (queueing, order, before/after the real group end). No GPU, no shared library. */
 #define _GNU_SOURCE
 #include <ftw.h>
 #include <limits.h>
@@ -55,6 +55,7 @@ static void setup(void) {
                                       "plans/extra/allgather/2gpu_ll_inplace.json",
                                       "plans/extra/allgather/2gpu_ll_outofplace.json",
                                       "plans/extra/broadcast/2gpu_ll_inplace.json",
+                                      "plans/extra/allreduce/2gpu_zerocopy_outofplace.json",
                                       "test/data/plans/good/rs2_ll.json",
                                       "test/data/plans/good/ar4_ll.json"};
   for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
@@ -65,7 +66,7 @@ static void setup(void) {
   }
   const char *dirs[] = {tmpdir};
   ck_assert_int_eq(pcl_registry_create(dirs, 1, &reg), ncclSuccess);
-  ck_assert_int_eq(pcl_registry_count(reg), 13);
+  ck_assert_int_eq(pcl_registry_count(reg), 14);
 }
 
 static void teardown(void) {
@@ -296,6 +297,27 @@ START_TEST(test_decide_overrides) {
   in.inplace = 0; /* the registry holds only the in-place broadcast */
   pcl_dispatch_decide(&in, &d);
   expect(&bc, &d, NCCL, PCL_WHY_NO_PLAN, NULL);
+
+  /* 4 MiB: only the zero-copy plan's range, and it reads the peers' buffers: registered buffers
+   * get it, unregistered ones go to NCCL. */
+  const struct dcase zc = {"ar 4 MiB registered",
+                           AR,
+                           1u << 20,
+                           ncclFloat,
+                           ncclSum,
+                           0,
+                           2,
+                           2,
+                           PLAN,
+                           PCL_WHY_PLAN,
+                           "allreduce_2gpu_zerocopy_outofplace"};
+  in = base_inputs(&zc, &caps);
+  in.registered = 1;
+  pcl_dispatch_decide(&in, &d);
+  expect(&zc, &d, PLAN, PCL_WHY_PLAN, "allreduce_2gpu_zerocopy_outofplace");
+  in.registered = 0;
+  pcl_dispatch_decide(&in, &d);
+  expect(&zc, &d, NCCL, PCL_WHY_NO_PLAN, NULL);
 
   /* No real NCCL: what would be forwarded is an error; plans and no-ops still run. */
   in = base_inputs(&none, &caps);
