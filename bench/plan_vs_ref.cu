@@ -21,9 +21,7 @@
 #include <unistd.h>
 #include <cuda_runtime.h>
 #include "exec.h"
-extern "C" {
-#include "param.h"
-}
+#include "kernels.h" /* pcl_kernels_pdl */
 #include "memchan.h"
 #include "ref_allreduce.cuh"
 
@@ -1084,8 +1082,8 @@ int main(int argc, char **argv) {
          "moving 0 bytes (its flag protocol alone), emptypdl = the empty kernel launched with "
          "programmatic dependent launch, all in the reference's shape; ratio = plan / ref\n");
   printf("# planned kernels (plan, nop) launched %s\n",
-         pcl_param_pdl() ? "with programmatic dependent launch (PLANCCL_PDL=1)"
-                         : "plainly (PLANCCL_PDL=0)");
+         pcl_kernels_pdl() ? "with programmatic dependent launch (PLANCCL_PDL=1)"
+                           : "plainly (PLANCCL_PDL=0)");
   if (g_o.blocks || g_o.threads)
     printf("# reference shape overridden (--blocks/--threads): where it differs from the plan's, "
            "the ratio compares different launch shapes\n");

@@ -68,7 +68,7 @@ ncclResult_t pcl_exec_ctx_create(const pcl_exec_config_t *cfg, pcl_exec_ctx_t **
     return ncclSystemError;
   c->cfg = *cfg;
   c->half = (cfg->scratch_bytes / 2) & ~(uint64_t)255;
-  c->launch = pcl_param_pdl() ? PCL_KLAUNCH_PDL : 0;
+  c->launch = pcl_kernels_pdl() ? PCL_KLAUNCH_PDL : 0;
   PCL_CUDA_CHECK_GOTO(cudaSetDevice(cfg->cuda_dev), res, err_free);
   PCL_CHECK_GOTO(pcl_kernels_load_all(), res, err_dev);
   PCL_CUDA_CHECK_GOTO(cudaMalloc((void **)&c->d_state, sizeof(pcl_kstate_t)), res, err_dev);

@@ -60,9 +60,21 @@ static __device__ void pcl_kprof_end(pcl_kprof_t *p, uint64_t ns0, uint64_t clk0
  * not touch memory that kernel writes (flag slots, scratch, user buffers) before
  * pcl_kdep_wait(), which returns once that kernel has ended and its writes are visible; the
  * program and descriptors (written by the host before the launch was queued) may be read
- * first. Without the launch attribute both instructions do nothing. */
+ * first. Without the launch attribute both instructions do nothing, and the kernels issue
+ * neither (a.launch says which launch it was: kernels/exec_kernel.cu, pcl_kstart). */
 static __device__ __forceinline__ void pcl_kdep_wait(void) {
   asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+/* Whether this launch used PDL. Kernels built without -DPCL_PDL=ON compile every PDL path out:
+ * present but never taken, they made each plan's kernel 0.05-0.19 us slower (refbench, H200,
+ * bench/results/2026-12-02-h200x1-s11), and such builds never launch with PDL (kernels.h). */
+static __device__ __forceinline__ bool pcl_kpdl(const pcl_kargs_t &a) {
+#ifdef PCL_KERNELS_PDL
+  return (a.launch & PCL_KLAUNCH_PDL) != 0;
+#else
+  (void)a;
+  return false;
+#endif
 }
 /* Lets the next kernel of the stream start (it then waits in pcl_kdep_wait for this one to
  * end). Issued once every thread of the block is past its last wait on a peer (hence the
@@ -73,7 +85,7 @@ static __device__ __forceinline__ void pcl_kdep_wait(void) {
  * from anyone: the executor's co-residency rule is unchanged. `synced`: the caller has just
  * synchronised the block. */
 static __device__ __forceinline__ void pcl_kdep_trigger(const pcl_kargs_t &a, bool synced) {
-  if (a.launch & PCL_KLAUNCH_PDL) {
+  if (pcl_kpdl(a)) {
     if (!synced)
       __syncthreads();
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

@@ -101,16 +101,23 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS, 1)
    * depend on the flag, so they overlap the slot's. Unused entries are loaded too (the
    * descriptor always holds PCL_KEW_MAX): loads predicated on nput/nterm would wait for the
    * header first. Needs whole warps (exec.c picks the EW kernels only then). The host wrote
-   * the descriptor before the launch, so it is read before pcl_kdep_wait; the flag slot (the
-   * previous call's kernel wrote it) after. */
+   * the descriptor before the launch; the flag slot is the previous call's kernel's. Launched
+   * with PDL, the slot is read after pcl_kdep_wait and the descriptor before; without, the slot
+   * first and no wait (exec_kernel.cu, pcl_kstart, says why). */
   const unsigned lane = threadIdx.x & 31u;
   const unsigned unit = lane < 2u + NT ? lane : lane - NT + PCL_KEW_MAX;
+  const bool pdl = pcl_kpdl(a);
+  const uint64_t *slot = &a.state->flag[blockIdx.x % PCL_KABI_FLAG_SLOTS];
+  uint64_t f64 = 0;
+  if (!pdl)
+    f64 = *(volatile const uint64_t *)slot + 1;
   uint4 mine = make_uint4(0, 0, 0, 0);
   if (lane < 2u + 2u * NT)
     mine = ((const uint4 *)d)[unit];
-  pcl_kdep_wait();
-  const uint64_t f64 =
-      *(volatile const uint64_t *)&a.state->flag[blockIdx.x % PCL_KABI_FLAG_SLOTS] + 1;
+  if (pdl) {
+    pcl_kdep_wait();
+    f64 = *(volatile const uint64_t *)slot + 1;
+  }
   const uint32_t flag = (uint32_t)f64, odd = flag & 1u;
   const uint32_t bytes = __shfl_sync(0xffffffffu, mine.x, 0);
   const uint32_t s_off = __shfl_sync(0xffffffffu, mine.y, 0);

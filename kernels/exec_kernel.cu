@@ -15,15 +15,24 @@ extern "C" {
 #include "param.h"
 }
 
-/* Both kernels' start: every thread copies its share of the block's packed program (the host
- * wrote it before the launch: it may be read before pcl_kdep_wait), then thread 0 loads this
- * block's flag slot, written by the previous call's kernel: after the wait. Without PDL the
- * wait is free and the loads overlap as one round. The caller's __syncthreads makes both
- * visible. */
+/* Both kernels' start: thread 0 loads this block's flag slot (written by the previous call's
+ * kernel) while every thread copies its share of the block's packed program (written by the
+ * host before the launch): one round of independent loads. Launched with PDL, the flag load
+ * must follow pcl_kdep_wait and the program may be read before it. Without PDL the wait is not
+ * issued at all: with it (a no-op then) and the flag load behind it, refbench measured every
+ * plan 0.05-0.1 us slower (bench/results/2026-12-02-h200x1-s11). The caller's __syncthreads
+ * makes both visible. */
 static __device__ __forceinline__ void pcl_kstart(const pcl_kargs_t &a, uint4 *smem,
                                                   uint64_t *flag64) {
   const uint4 *g = (const uint4 *)a.blocks + (size_t)blockIdx.x * (a.stride / 16);
   const uint32_t n = a.stride / 16u;
+  if (!pcl_kpdl(a)) {
+    if (threadIdx.x == 0)
+      *flag64 = *(volatile uint64_t *)&a.state->flag[blockIdx.x % PCL_KABI_FLAG_SLOTS] + 1;
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+      smem[i] = g[i];
+    return;
+  }
   /* The first unit is held in a register across the wait, so thread 0's flag load is issued
    * while it is in flight (storing it first would wait for it: two round trips, not one). */
   uint4 first = make_uint4(0, 0, 0, 0);
@@ -378,6 +387,20 @@ static ncclResult_t launch(const CUfunction *cu_table, int i, const void *rt_fn,
     return ncclUnhandledCudaError;
   }
   return ncclSuccess;
+}
+
+extern "C" int pcl_kernels_pdl(void) {
+  if (!pcl_param_pdl())
+    return 0;
+#ifdef PCL_KERNELS_PDL
+  return 1;
+#else
+  static int warned;
+  if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+    PCL_WARN(PCL_LOG_EXEC, "PLANCCL_PDL=1 ignored: these kernels were built without "
+                           "programmatic dependent launch (configure with -DPCL_PDL=ON)");
+  return 0;
+#endif
 }
 
 extern "C" const char *pcl_kernels_variant_name(pcl_kvariant_t v) {

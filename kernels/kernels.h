@@ -65,6 +65,11 @@ ncclResult_t pcl_kernels_launch(ncclDataType_t dtype, pcl_kvariant_t variant, in
                                 const pcl_kargs_t *args, int nblocks, int nthreads,
                                 cudaStream_t stream);
 
+/* 1 when planned kernels are to be launched with programmatic dependent launch: PLANCCL_PDL=1
+ * and kernels built with -DPCL_PDL=ON. PLANCCL_PDL=1 on a build without is WARNed once and
+ * ignored (such kernels would not wait for their predecessor). */
+int pcl_kernels_pdl(void);
+
 /* How many blocks of `nthreads` threads fit on the CURRENT device at once (the least over the
  * dtypes and kernel variants: occupancy per SM x SMs); 0 on error. Spinning blocks that
  * wait on each other must all be resident, so a launch needing more could hang. */

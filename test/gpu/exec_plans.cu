@@ -20,9 +20,7 @@
 #include <unistd.h>
 #include <cuda_runtime.h>
 #include "exec_plans.h"
-extern "C" { /* param.h has no C++ guard of its own */
-#include "param.h"
-}
+#include "kernels.h" /* pcl_kernels_pdl */
 #include "transport.h"
 extern "C" {
 #include "plan.h"
@@ -210,7 +208,7 @@ static int summarise(const xp_group_t *g, int *passed, int *failed, int *skipped
     }
     char what[96];
     snprintf(what, sizeof(what), "%s", alt_name[t]);
-    if (t == XP_ALT_GRAPH && pcl_param_pdl())
+    if (t == XP_ALT_GRAPH && pcl_kernels_pdl())
       snprintf(what, sizeof(what), "%s (%d PDL edges)", alt_name[t], r0->alt_pdl_edges);
     printf("%-6s %5d %4d  %-45s %s\n", mode, g->nranks, g->rpn, what, v > 0 ? "ok" : "FAIL");
     v > 0 ? (*passed)++ : ((*failed)++, bad++);

@@ -509,7 +509,7 @@ int xs_run_alternating(xr_t *R, pcl_plan_t **plans, int np) {
     int kerr = 0;
     if (xr_any_kernel_error(R, &kerr))
       return 1;
-    int pdl_short = mode == XP_ALT_GRAPH && pcl_param_pdl() && res->alt_pdl_edges < n - 1;
+    int pdl_short = mode == XP_ALT_GRAPH && pcl_kernels_pdl() && res->alt_pdl_edges < n - 1;
     res->alt[mode] = bad || pr.fail || kerr || pdl_short ? -1 : 1;
     static const char *const what[XP_ALT_MODES] = {"alternating", "two communicators",
                                                    "alternating in a graph"};

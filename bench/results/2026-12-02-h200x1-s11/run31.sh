@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Session 11, device call 5: as call 4 (run30.sh), but the third binary is this tree built with
+# -DPCL_NO_PDL_CODE compiling every PDL path out (pcl_kpdl() false), not only the griddepcontrol
+# instructions: is it the paths' presence? planccl-refbench, PDL off, alternating 3 times.
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PLANCCL_SOCKET_IFNAME=lo PCL_SOURCE_DIR=$PWD
+D=/tmp/r30; mkdir -p $D
+for f in .gpu/bin/*.gz; do b=$(basename $f .gz); gunzip -c $f > $D/$b; chmod +x $D/$b; done
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
+PLANCCL_PDL=0 timeout 60 $D/refbench_old --ranks 2 > /dev/null 2>&1 # warm-up (clocks)
+for i in 1 2 3; do
+  for v in old new nopdl2; do
+    PLANCCL_PDL=0 timeout 60 $D/refbench_$v --ranks 2,4,8 > $OUT/refbench5_${v}_$i.log 2>&1
+    echo "== $v $i rc $? $(grep REFBENCH $OUT/refbench5_${v}_$i.log | cut -c1-90)"
+  done
+done
