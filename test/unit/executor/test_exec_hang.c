@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * The hang report in words (executor/exec_hang.c): a kernel's record of what it waited for
  * (kernel_abi.h, pcl_khang_t) told as plan, block, op, buffer, flags and the peer op that writes
- * there, for every kind of wait; no report, unknown addresses and short buffers. No GPU. */
+ * there, for every kind of wait, in communicator ranks for relabelled programs; no report,
+ * unknown addresses and short buffers. No GPU. */
 #include <stdio.h>
 #include <string.h>
 #include "pcl_test.h"
@@ -84,6 +85,23 @@ START_TEST(test_packet_wait_names_writer) {
   h.found = 9;
   ck_assert_int_eq(pcl_exec_hang_describe(&h, &f.w, buf, sizeof(buf)), 1);
   has(buf, "found flag 9 (a later call's: the ranks' calls are out of step)");
+  pcl_plan_destroy(f.plan);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+/* A relabelled program (a broadcast/reduce root): the report names communicator ranks. Plan
+ * rank 0 run by rank 1 (shift 1): its peer, plan rank 1, is rank 0. */
+START_TEST(test_relabelled_ranks) {
+  fixture_t f;
+  char buf[1024];
+  setup(&f, 0);
+  f.w.shift = 1;
+  pcl_khang_t h = report(PCL_KERR_TIMEOUT, 1, PCL_KWAIT_LL16, SCRATCH + 0x100, 5, 4);
+  ck_assert_int_eq(pcl_exec_hang_describe(&h, &f.w, buf, sizeof(buf)), 1);
+  has(buf, "rank 1: a kernel timed out");
+  has(buf, "op 1 (respkt over memory channels with rank 0)");
+  has(buf, "written by rank 0 (block 0 op 0, ppkt)");
   pcl_plan_destroy(f.plan);
   PCL_ASSERT_NO_LEAKS();
 }
@@ -181,6 +199,7 @@ int main(void) {
   TCase *tc = tcase_create("describe");
   tcase_add_test(tc, test_packet_wait_names_writer);
   tcase_add_test(tc, test_odd_half_second_chunk);
+  tcase_add_test(tc, test_relabelled_ranks);
   tcase_add_test(tc, test_ew_sem_barrier_port);
   tcase_add_test(tc, test_unknown_and_bounds);
   suite_add_tcase(s, tc);
