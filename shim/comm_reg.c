@@ -25,7 +25,7 @@ struct pcl_pair {
   const void *in;
   const void *out;
   uint64_t in_bytes, out_bytes;
-  pcl_exec_userbuf_t *ub;
+  pcl_exec_userbuf_t *ub; /* NULL: its exchange failed (on every rank alike): not retried */
 };
 
 struct pcl_comm_regs {
@@ -101,7 +101,7 @@ pcl_exec_userbuf_t *pcl_comm_reg_find(struct pcl_comm_pcl *p, const struct pcl_c
     const struct pcl_pair *x = &t->pair[k];
     if (x->in == a->sendbuff && x->out == a->recvbuff && x->in_bytes == in_bytes &&
         x->out_bytes == out_bytes)
-      return x->ub;
+      return x->ub; /* NULL for a failed one, and no candidate either */
   }
   *candidate = t->npair < PCL_PAIRS_MAX && registered(t, a->sendbuff, in_bytes) &&
                registered(t, a->recvbuff, out_bytes);
@@ -122,12 +122,14 @@ pcl_exec_userbuf_t *pcl_comm_reg_exchange(struct pcl_comm_pcl *p, const struct p
       pcl_exec_userbuf_create(p->exec, (void *)a->sendbuff, in_bytes, a->recvbuff, out_bytes, &ub);
   if (prev != p->cuda_dev && prev >= 0)
     cudaSetDevice(prev);
-  if (res != ncclSuccess) {
-    PCL_WARN(PCL_LOG_SHIM, "rank %d: registered buffers %p/%p could not be exchanged (%s)", p->rank,
-             a->sendbuff, a->recvbuff, ncclGetErrorString(res));
-    return NULL;
-  }
+  if (res != ncclSuccess) /* remembered, so that later calls on the pair do not retry it */
+    PCL_WARN(PCL_LOG_SHIM,
+             "rank %d: registered buffers %p/%p could not be exchanged (%s): calls on them run "
+             "as if unregistered",
+             p->rank, a->sendbuff, a->recvbuff, ncclGetErrorString(res));
   t->pair[t->npair++] = (struct pcl_pair){a->sendbuff, a->recvbuff, in_bytes, out_bytes, ub};
+  if (ub == NULL)
+    return NULL;
   PCL_INFO(PCL_LOG_SHIM, "rank %d: registered buffers %p +%llu / %p +%llu exchanged (%d pairs)",
            p->rank, a->sendbuff, (unsigned long long)in_bytes, a->recvbuff,
            (unsigned long long)out_bytes, t->npair);

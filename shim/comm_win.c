@@ -24,8 +24,8 @@ struct pcl_view {
   const void *in;
   const void *out;
   uint64_t in_bytes, out_bytes;
-  pcl_exec_userbuf_t *ub;
-  int win[2]; /* indexes into wins */
+  pcl_exec_userbuf_t *ub; /* NULL: the buffers do not match the peers' windows (WARNed once) */
+  int win[2];             /* indexes into wins */
 };
 
 struct pcl_comm_wins {
@@ -126,9 +126,9 @@ pcl_exec_userbuf_t *pcl_comm_win_view(struct pcl_comm_pcl *p, const struct pcl_c
   if (wi < 0 || wo < 0 || t->nview == PCL_VIEWS_MAX)
     return NULL;
   pcl_exec_userbuf_t *ub = NULL;
-  if (pcl_exec_userbuf_view(p->exec, t->win[wi].w, a->sendbuff, in_bytes, in_step, t->win[wo].w,
-                            a->recvbuff, out_bytes, out_step, &ub) != ncclSuccess)
-    return NULL; /* WARNed: the ranks' buffers do not match */
+  /* A failure is WARNed (the ranks broke the symmetric contract) and remembered, not retried. */
+  (void)pcl_exec_userbuf_view(p->exec, t->win[wi].w, a->sendbuff, in_bytes, in_step, t->win[wo].w,
+                              a->recvbuff, out_bytes, out_step, &ub);
   struct pcl_view *x = &t->view[t->nview++];
   x->in = a->sendbuff;
   x->out = a->recvbuff;

@@ -61,13 +61,26 @@ static int allreduce_checked(ncclComm_t comm, float *in, float *out, size_t n, c
   return want_planned ? holds(out, n, 3.0f, 2.0f) : holds(out, n, POISON, 1);
 }
 
+/* How many lines of `path` contain `what`. */
+static int count_in(const char *path, const char *what) {
+  char line[1024];
+  int n = 0;
+  FILE *f = fopen(path, "r");
+  while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+    n += strstr(line, what) != NULL;
+  if (f != NULL)
+    fclose(f);
+  return n;
+}
+
 static int rank_main(int rank, int nranks, void *arg) {
   shared_t *sh = arg;
   int rc = 0;
   ncclComm_t comm = NULL;
   ncclWindow_t win = NULL;
   char *w = NULL, *reg = NULL;
-  void *reg_handle = NULL;
+  void *reg_handle = NULL, *host_handle = NULL;
+  float *host = NULL;
   float *plain = NULL;
   cudaStream_t s = NULL;
   cudaGraph_t g = NULL;
@@ -80,6 +93,7 @@ static int rank_main(int rank, int nranks, void *arg) {
   PCL_MP_CHECK(cudaMalloc((void **)&w, WIN_BYTES) == cudaSuccess, 2);
   PCL_MP_CHECK(cudaMalloc((void **)&plain, 2 * BIG) == cudaSuccess, 2);
   PCL_MP_CHECK(cudaMalloc((void **)&reg, WIN_BYTES) == cudaSuccess, 2);
+  PCL_MP_CHECK(cudaMallocHost((void **)&host, 2 * BIG) == cudaSuccess, 2);
   PCL_MP_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, 2);
   if (rank == 0) {
     PCL_MP_CHECK(ncclGetUniqueId(&sh->id) == ncclSuccess, 3);
@@ -132,6 +146,16 @@ static int rank_main(int rank, int nranks, void *arg) {
   reg_handle = NULL;
   PCL_MP_CHECK(allreduce_checked(comm, (float *)rin, (float *)rout, n, s, rank, 0), 28);
 
+  /* Registered pinned host memory: the exchange fails on both ranks alike, is WARNed once and
+   * not retried; the calls run unregistered (here: forwarded). */
+  PCL_MP_CHECK(ncclCommRegister(comm, host, 2 * BIG, &host_handle) == ncclSuccess, 29);
+  for (int rep = 0; rep < 2; rep++)
+    PCL_MP_CHECK(allreduce_checked(comm, host, host + n, n, s, rank, 0), 30);
+  fflush(stderr);
+  PCL_MP_CHECK(count_in(sh->log[rank], "could not be exchanged") == 1, 31);
+  PCL_MP_CHECK(ncclCommDeregister(comm, host_handle) == ncclSuccess, 32);
+  host_handle = NULL;
+
   /* Broadcast and reduce from root 1, relabelled onto the root-0 plans. */
   float *a = plain, *b = plain + SMALL;
   PCL_MP_CHECK(fill(a, SMALL, (float)(10 * (rank + 1))) && fill(b, SMALL, POISON), 13);
@@ -169,10 +193,13 @@ out:
     ncclCommWindowDeregister(comm, win);
   if (reg_handle != NULL)
     ncclCommDeregister(comm, reg_handle);
+  if (host_handle != NULL)
+    ncclCommDeregister(comm, host_handle);
   if (comm != NULL)
     ncclCommAbort(comm);
   cudaFree(w);
   cudaFree(reg);
+  cudaFreeHost(host);
   cudaFree(plain);
   if (s != NULL)
     cudaStreamDestroy(s);
