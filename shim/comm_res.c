@@ -23,25 +23,28 @@
 /* What each rank contributes to an agreement round. */
 struct agree {
   uint64_t plans_hash; /* the plans this rank would select from */
+  uint64_t value;      /* a size every rank must share (the scratch), or 0 */
   int32_t ok;          /* this rank's step succeeded */
   int32_t pad;
 };
 
-/* One agreement round: 1 when every rank reported ok with the same plans hash. */
-static ncclResult_t agree_all(pcl_bootstrap_t *boot, int ok, uint64_t hash, int *all_ok,
-                              int *same_plans) {
+/* One agreement round: 1 when every rank reported ok with the same plans hash and value. */
+static ncclResult_t agree_all(pcl_bootstrap_t *boot, int ok, uint64_t hash, uint64_t value,
+                              int *all_ok, int *same_plans, int *same_value) {
   int n = pcl_bootstrap_nranks(boot), r = pcl_bootstrap_rank(boot);
   struct agree *all = NULL;
   if (PCL_CALLOC(all, (size_t)n, "agreement") == NULL)
     return ncclSystemError;
   all[r].ok = ok;
   all[r].plans_hash = hash;
+  all[r].value = value;
   ncclResult_t res = pcl_bootstrap_allgather(boot, all, sizeof(*all));
   *all_ok = res == ncclSuccess;
-  *same_plans = 1;
+  *same_plans = *same_value = 1;
   for (int i = 0; i < n && res == ncclSuccess; i++) {
     *all_ok &= all[i].ok != 0;
     *same_plans &= all[i].plans_hash == hash;
+    *same_value &= all[i].value == value;
   }
   pcl_free(all);
   return res;
@@ -101,19 +104,31 @@ static int check_eligible(struct pcl_comm_pcl *p, pcl_comm_layout_t *l, char *wh
   return 0;
 }
 
+/* Scratch sized from the plans is capped here: the opt-in Simple plans would otherwise ask for up
+ * to 448 MiB per communicator at 8 ranks (their whole range); their calls that need more than
+ * the cap are refused by the executor, alike on every rank, and go to NCCL.
+ * PLANCCL_SCRATCH_BYTES sets the size outright. */
+#define PCL_SCRATCH_CAP (64ull << 20)
+
 /* Phase 2: the scratch buffer, the one step that may fail on one rank only, then agreement on
- * it and on the plan set. 1 = every rank has its scratch and the same plans. */
+ * it, on its size (the executor refuses a call by it, so every rank must have the same) and on
+ * the plan set. 1 = every rank has its scratch, of one size, and the same plans. */
 static ncclResult_t alloc_scratch(struct pcl_comm_pcl *p, uint64_t need, int *go, char *why,
                                   size_t whylen) {
-  uint64_t scratch = pcl_param_scratch_bytes() > 0 ? (uint64_t)pcl_param_scratch_bytes() : need;
+  uint64_t scratch = pcl_param_scratch_bytes() > 0
+                         ? (uint64_t)pcl_param_scratch_bytes()
+                         : (need < PCL_SCRATCH_CAP ? need : PCL_SCRATCH_CAP);
   uint64_t hash = pcl_registry_plans_hash(p->reg, p->nranks, p->ranks_per_node);
-  int all_ok = 0, same = 0;
+  int all_ok = 0, same = 0, same_size = 0;
   scratch = (scratch + 4095) & ~(uint64_t)4095;
   int ok = pcl_mem_alloc(p->cuda_dev, scratch, PCL_MEM_ALLOC_AUTO, &p->scratch) == ncclSuccess;
-  PCL_CHECK(agree_all(p->boot, ok, hash, &all_ok, &same));
+  PCL_CHECK(agree_all(p->boot, ok, hash, scratch, &all_ok, &same, &same_size));
   *go = 0;
   if (!same)
     WHY("ranks loaded different plans (check PLANCCL_PLAN_DIR on every rank)");
+  else if (!same_size)
+    WHY("ranks asked for scratch buffers of different sizes (check PLANCCL_SCRATCH_BYTES on every "
+        "rank)");
   else if (!all_ok)
     WHY("%s", ok ? "a peer could not allocate its scratch buffer"
                  : "could not allocate the scratch buffer");
@@ -179,7 +194,8 @@ static ncclResult_t create_executor(struct pcl_comm_pcl *p, int *go, char *why, 
   int ok = pcl_exec_ctx_create(&ecfg, &p->exec) == ncclSuccess;
   if (!ok)
     p->exec = NULL;
-  PCL_CHECK(agree_all(p->boot, ok, 0, &all_ok, &same));
+  int same_value = 0;
+  PCL_CHECK(agree_all(p->boot, ok, 0, 0, &all_ok, &same, &same_value));
   *go = all_ok;
   if (!all_ok)
     WHY("%s", ok ? "a peer could not create its executor" : "could not create the executor");

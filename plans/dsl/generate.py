@@ -44,9 +44,12 @@ SIMPLE_AG_RS = dict(blocks=8, threads=1024, lo=16, hi=64 * MIB, priority=-1)
 ZERO_COPY_AR = dict(blocks=8, threads=1024, lo=16, hi=64 * MIB, priority=-1)
 BCAST_LL = dict(blocks=8, threads=512, lo=16, hi=256 * KIB)
 BCAST_SIMPLE = dict(blocks=8, threads=1024, lo=16, hi=64 * MIB, priority=-1)
-# Reduce: the broadcast's shapes (the same traffic, reversed).
+# Reduce: the broadcast's shapes (the same traffic, reversed). The Simple root's scratch holds
+# n - 1 inputs, so its range ends where that is what the other Simple plans take (32, 48 and
+# 56 MiB at 2, 4 and 8 ranks), under the communicator's scratch cap (64 MiB, shim/comm_res.c).
 REDUCE_LL = dict(BCAST_LL)
 REDUCE_SIMPLE = dict(BCAST_SIMPLE)
+REDUCE_SIMPLE_HI = {2: 32 * MIB, 4: 16 * MIB, 8: 8 * MIB}
 RS_LL_2GPU = dict(blocks=8, threads=512, lo=32, hi=256 * KIB)
 # Several nodes (port channels between them): N nodes x G GPUs.
 HIER_AR = [(2, 2), (2, 4), (2, 8), (4, 2)]
@@ -135,7 +138,7 @@ def new_plans():
                         "reduce_%dgpu_ll_%s" % (n, k), n, ip, **REDUCE_LL)
             yield _plan("extra/reduce/%dgpu_simple_%s.json" % (n, k), reduce.build,
                         "reduce_%dgpu_simple_%s" % (n, k), n, ip, protocol="Simple",
-                        **REDUCE_SIMPLE)
+                        **dict(REDUCE_SIMPLE, hi=REDUCE_SIMPLE_HI[n]))
         for nodes, g in HIER_AR:
             yield _plan("extra/allreduce/%dx%dgpu_hier_ll_%s.json" % (nodes, g, k),
                         allreduce_hier_ll.build, "allreduce_%dx%dgpu_hier_ll_%s" % (nodes, g, k),
