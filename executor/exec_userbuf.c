@@ -96,7 +96,6 @@ ncclResult_t pcl_exec_window_create(pcl_exec_ctx_t *c, void *ptr, size_t bytes,
   w->ctx = c;
   w->base = (uintptr_t)ptr;
   w->bytes = ptr != NULL ? bytes : 0;
-  w->port_id = PCL_KABI_NO_MEM;
   /* Every rank exchanges, whatever it passes: a rank whose registration fails still takes part
    * and the exchange fails on every rank alike (memchan.c). */
   PCL_CHECK_GOTO(pcl_memchan_buf_reg(cfg->memchan, ptr, w->bytes, &w->buf), res, err);
@@ -176,7 +175,7 @@ ncclResult_t pcl_exec_userbuf_view(pcl_exec_ctx_t *c, pcl_exec_window_t *win_in,
       return ncclInvalidArgument;
     }
     u->buf[k] = w[k]->buf;
-    u->port_id[k] = w[k]->port_id;
+    u->port_id[k] = PCL_KABI_NO_MEM;
   }
   u->win[0] = win_in;
   u->win[1] = win_out;

@@ -61,7 +61,7 @@ static __device__ void pcl_kprof_end(pcl_kprof_t *p, uint64_t ns0, uint64_t clk0
  * pcl_kdep_wait(), which returns once that kernel has ended and its writes are visible; the
  * program and descriptors (written by the host before the launch was queued) may be read
  * first. Without the launch attribute both instructions do nothing, and the kernels issue
- * neither (a.launch says which launch it was: kernels/exec_kernel.cu, pcl_kstart). */
+ * neither (pcl_kpdl below). */
 static __device__ __forceinline__ void pcl_kdep_wait(void) {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 }

@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS, 1)
    * header first. Needs whole warps (exec.c picks the EW kernels only then). The host wrote
    * the descriptor before the launch; the flag slot is the previous call's kernel's. Launched
    * with PDL, the slot is read after pcl_kdep_wait and the descriptor before; without, the slot
-   * first and no wait (exec_kernel.cu, pcl_kstart, says why). */
+   * first and no wait, as in pcl_kstart (exec_kernel.cu). */
   const unsigned lane = threadIdx.x & 31u;
   const unsigned unit = lane < 2u + NT ? lane : lane - NT + PCL_KEW_MAX;
   const bool pdl = pcl_kpdl(a);

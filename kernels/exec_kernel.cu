@@ -17,11 +17,9 @@ extern "C" {
 
 /* Both kernels' start: thread 0 loads this block's flag slot (written by the previous call's
  * kernel) while every thread copies its share of the block's packed program (written by the
- * host before the launch): one round of independent loads. Launched with PDL, the flag load
- * must follow pcl_kdep_wait and the program may be read before it. Without PDL the wait is not
- * issued at all: with it (a no-op then) and the flag load behind it, refbench measured every
- * plan 0.05-0.1 us slower (bench/results/2026-12-02-h200x1-s11). The caller's __syncthreads
- * makes both visible. */
+ * host before the launch): one round of independent loads. Launched with PDL (-DPCL_PDL=ON
+ * builds only: pcl_kpdl), the flag load must follow pcl_kdep_wait and the program may be read
+ * before it. The caller's __syncthreads makes both visible. */
 static __device__ __forceinline__ void pcl_kstart(const pcl_kargs_t &a, uint4 *smem,
                                                   uint64_t *flag64) {
   const uint4 *g = (const uint4 *)a.blocks + (size_t)blockIdx.x * (a.stride / 16);

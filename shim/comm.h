@@ -31,9 +31,12 @@ typedef enum {
  * miss). Keyed by everything the decision depends on that varies per call. */
 #define PCL_DCACHE_SLOTS 64
 struct pcl_dcache_entry {
-  uint64_t bytes_key; /* count (broadcast/reduce: xor root << 48) */
+  uint64_t bytes_key; /* count (broadcast/reduce: xor root << 48; registered: xor 1 << 63) */
   uint32_t tag;       /* 1 | coll << 1 | inplace << 5 | dtype << 6 | op << 11; 0 = empty */
   uint32_t stat_slot;
+  /* Unregistered entries: with registered buffers the call would run a zero-copy plan, so
+   * only such calls look their buffers up in the comm's windows and registrations. */
+  int zc;
   struct pcl_dispatch_decision d;
 };
 

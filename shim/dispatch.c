@@ -194,11 +194,11 @@ static void decide(struct ncclComm *c, const struct pcl_coll_args *a, int inplac
   pcl_dispatch_decide(in, d);
 }
 
-/* The registration a call's buffers have: a view of symmetric windows, or the pair of
- * ncclCommRegister'ed buffers exchanged at its first call that a zero-copy plan would run. The
+/* The registration of a call that a zero-copy plan would run if registered: a view of symmetric
+ * windows, or the pair of ncclCommRegister'ed buffers, exchanged at its first such call. The
  * exchange is collective: every rank reaches the same verdict from values all ranks share (the
- * registered decision's plan), and none runs inside a group (one thread may drive several
- * ranks) or a stream capture (a capture uses what was exchanged before it). */
+ * registered decision's plan, pcl_dcache_entry.zc), and none runs inside a group (one thread
+ * may drive several ranks) or a stream capture (a capture uses what was exchanged before it). */
 static struct pcl_exec_userbuf *registration(struct ncclComm *c, const struct pcl_coll_args *a,
                                              int inplace) {
   struct pcl_comm_pcl *p = c->pcl;
@@ -215,11 +215,6 @@ static struct pcl_exec_userbuf *registration(struct ncclComm *c, const struct pc
   enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(a->stream, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone)
     return NULL;
-  struct pcl_dispatch_inputs in;
-  struct pcl_dispatch_decision d;
-  decide(c, a, inplace, 1, &in, &d);
-  if (d.path != PCL_PATH_PLAN || !d.plan->needs_userbuf)
-    return NULL; /* what would run needs no registration: no exchange */
   return pcl_comm_reg_exchange(p, a, x.in, x.out);
 }
 
@@ -251,11 +246,28 @@ static void fill(struct ncclComm *c, const struct pcl_coll_args *a, int inplace,
     int ok;
     d.msg_bytes = pcl_dispatch_msg_bytes(a->coll, a->count, a->dtype, in.nranks, &ok);
   }
+  e->zc = 0;
+  if (a->ub == NULL && p != NULL) {
+    struct pcl_dispatch_inputs rin;
+    struct pcl_dispatch_decision rd;
+    decide(c, a, inplace, 1, &rin, &rd);
+    e->zc = rd.path == PCL_PATH_PLAN && rd.plan->needs_userbuf;
+  }
   pcl_stats_log_path(c, a, inplace, &d);
   e->d = d;
   e->stat_slot = pcl_stats_slot(c->stats, &d);
   e->bytes_key = key;
   e->tag = tag;
+}
+
+/* The cached decision of (tag, key), filled on a miss. */
+static struct pcl_dcache_entry *lookup(struct ncclComm *c, const struct pcl_coll_args *a,
+                                       int inplace, uint32_t tag, uint64_t key) {
+  uint64_t h = (key * 0x9e3779b97f4a7c15ull) ^ tag;
+  struct pcl_dcache_entry *e = &c->dcache[(h ^ (h >> 29)) & (PCL_DCACHE_SLOTS - 1)];
+  if (e->tag != tag || e->bytes_key != key)
+    fill(c, a, inplace, e, tag, key);
+  return e;
 }
 
 /* After a kernel gave up (timeout, abort, a failed port push) the ranks' flags and semaphores no
@@ -308,26 +320,22 @@ ncclResult_t pcl_dispatch(const struct pcl_coll_args *a) {
     return pcl_dispatch_forward(a);
   }
   int inplace = is_inplace(a, c->rank);
-  struct pcl_coll_args with_ub;
-  if (c->pcl != NULL && (c->pcl->wins != NULL || c->pcl->regs != NULL) &&
-      (with_ub.ub = registration(c, a, inplace)) != NULL) {
-    struct pcl_exec_userbuf *ub = with_ub.ub;
-    with_ub = *a;
-    with_ub.ub = ub;
-    a = &with_ub;
-  }
   uint32_t tag = 1u | (uint32_t)a->coll << 1 | (uint32_t)inplace << 5 |
                  ((uint32_t)a->dtype & 31u) << 6 | ((uint32_t)a->op & 0x1fffffu) << 11;
   /* The root only matters to broadcast/reduce: fold it into the count key for them. */
   uint64_t key = a->count;
   if (a->coll == PCL_COLL_BROADCAST || a->coll == PCL_COLL_REDUCE)
     key ^= (uint64_t)(uint32_t)a->root << 48;
-  if (a->ub != NULL) /* registered buffers decide apart: zero-copy plans are candidates */
-    key ^= 1ull << 63;
-  uint64_t h = (key * 0x9e3779b97f4a7c15ull) ^ tag;
-  struct pcl_dcache_entry *e = &c->dcache[(h ^ (h >> 29)) & (PCL_DCACHE_SLOTS - 1)];
-  if (e->tag != tag || e->bytes_key != key)
-    fill(c, a, inplace, e, tag, key);
+  struct pcl_dcache_entry *e = lookup(c, a, inplace, tag, key);
+  struct pcl_coll_args with_ub;
+  if (e->zc && (c->pcl->wins != NULL || c->pcl->regs != NULL) &&
+      (with_ub.ub = registration(c, a, inplace)) != NULL) {
+    struct pcl_exec_userbuf *ub = with_ub.ub;
+    with_ub = *a;
+    with_ub.ub = ub;
+    a = &with_ub;
+    e = lookup(c, a, inplace, tag, key ^ 1ull << 63); /* registered calls decide apart */
+  }
   pcl_stats_add(c->stats, a->coll, e->stat_slot, e->d.msg_bytes);
   switch (e->d.path) {
   case PCL_PATH_NOOP:

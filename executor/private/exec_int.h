@@ -10,8 +10,7 @@
 /* A window: [base, base + bytes) exchanged once with every peer. */
 struct pcl_exec_window {
   pcl_exec_ctx_t *ctx;
-  pcl_memchan_buf_t *buf;
-  uint32_t port_id; /* port-channel memory id, PCL_KABI_NO_MEM without port channels */
+  pcl_memchan_buf_t *buf; /* memory channels only: port-channel plans are refused on views */
   uintptr_t base;
   size_t bytes;
   int views; /* live views over it: it outlives them */

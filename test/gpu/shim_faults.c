@@ -27,29 +27,9 @@ typedef struct {
   char log[2][256]; /* each rank's stderr file */
 } shared_t;
 
-/* Communicator k: rank 0 makes the id, rank 1 waits for it. */
+/* Communicator k (shim_mp.h). */
 static ncclResult_t init(shared_t *sh, int k, int rank, ncclComm_t *comm) {
-  if (rank == 0) {
-    ncclResult_t r = ncclGetUniqueId(&sh->id[k]);
-    if (r != ncclSuccess)
-      return r;
-    __atomic_store_n(&sh->ready[k], 1, __ATOMIC_RELEASE);
-  } else {
-    while (!__atomic_load_n(&sh->ready[k], __ATOMIC_ACQUIRE))
-      usleep(100);
-  }
-  return ncclCommInitRank(comm, 2, sh->id[k], rank);
-}
-
-static int file_has(const char *path, const char *what) {
-  char buf[1 << 16];
-  FILE *f = fopen(path, "r");
-  if (f == NULL)
-    return 0;
-  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  return strstr(buf, what) != NULL;
+  return shim_mp_init(&sh->id[k], &sh->ready[k], rank, comm);
 }
 
 /* One planned allreduce of rank + 1 on both ranks: 3 everywhere (the fake computes nothing). */
@@ -103,7 +83,7 @@ static int rank_timeout(int rank, int nranks, void *arg) {
     fprintf(stdout, "shim_faults: ncclCommAbort after the timeout: %.3f s\n", pcl_mp_now() - t0);
     PCL_MP_CHECK(pcl_mp_now() - t0 < 1.0, 10);
     fflush(stderr);
-    PCL_MP_CHECK(file_has(sh->log[0], "hang report: rank 0"), 11);
+    PCL_MP_CHECK(shim_mp_log_count(sh->log[0], "hang report: rank 0") > 0, 11);
   }
   shim_mp_barrier(&sh->bar);
   if (comm != NULL)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * What the two-process NCCL-API GPU tests over the fake NCCL share (shim_faults.c,
- * shim_windows.c): a barrier in shared memory, the GPU count taken in a child (the parent never
- * initialises CUDA before forking its ranks), and the ranks' logs printed after a failure. */
+ * shim_windows.c): a barrier in shared memory, a communicator whose id rank 0 makes, the GPU
+ * count taken in a child (the parent never initialises CUDA before forking its ranks), and the
+ * ranks' logs: searched, and printed after a failure. */
 #ifndef PCL_SHIM_MP_H
 #define PCL_SHIM_MP_H
 
@@ -12,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cuda_runtime_api.h>
+#include <nccl.h>
 
 typedef struct {
   int arrived, generation;
@@ -27,6 +29,32 @@ static inline void shim_mp_barrier(shim_mp_barrier_t *b) {
   }
   while (__atomic_load_n(&b->generation, __ATOMIC_ACQUIRE) == gen)
     usleep(100);
+}
+
+/* A 2-rank communicator: rank 0 makes the id in shared memory and sets *ready, rank 1 waits. */
+static inline ncclResult_t shim_mp_init(ncclUniqueId *id, int *ready, int rank, ncclComm_t *comm) {
+  if (rank == 0) {
+    ncclResult_t r = ncclGetUniqueId(id);
+    if (r != ncclSuccess)
+      return r;
+    __atomic_store_n(ready, 1, __ATOMIC_RELEASE);
+  } else {
+    while (!__atomic_load_n(ready, __ATOMIC_ACQUIRE))
+      usleep(100);
+  }
+  return ncclCommInitRank(comm, 2, *id, rank);
+}
+
+/* How many lines of the file at `path` contain `what` (0 when it cannot be read). */
+static inline int shim_mp_log_count(const char *path, const char *what) {
+  char line[1024];
+  int n = 0;
+  FILE *f = fopen(path, "r");
+  while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+    n += strstr(line, what) != NULL;
+  if (f != NULL)
+    fclose(f);
+  return n;
 }
 
 /* The number of GPUs, counted in a child process; 0 when CUDA finds none. */

@@ -61,18 +61,6 @@ static int allreduce_checked(ncclComm_t comm, float *in, float *out, size_t n, c
   return want_planned ? holds(out, n, 3.0f, 2.0f) : holds(out, n, POISON, 1);
 }
 
-/* How many lines of `path` contain `what`. */
-static int count_in(const char *path, const char *what) {
-  char line[1024];
-  int n = 0;
-  FILE *f = fopen(path, "r");
-  while (f != NULL && fgets(line, sizeof(line), f) != NULL)
-    n += strstr(line, what) != NULL;
-  if (f != NULL)
-    fclose(f);
-  return n;
-}
-
 static int rank_main(int rank, int nranks, void *arg) {
   shared_t *sh = arg;
   int rc = 0;
@@ -95,13 +83,7 @@ static int rank_main(int rank, int nranks, void *arg) {
   PCL_MP_CHECK(cudaMalloc((void **)&reg, WIN_BYTES) == cudaSuccess, 2);
   PCL_MP_CHECK(cudaMallocHost((void **)&host, 2 * BIG) == cudaSuccess, 2);
   PCL_MP_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, 2);
-  if (rank == 0) {
-    PCL_MP_CHECK(ncclGetUniqueId(&sh->id) == ncclSuccess, 3);
-    __atomic_store_n(&sh->ready, 1, __ATOMIC_RELEASE);
-  }
-  while (!__atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE))
-    usleep(100);
-  PCL_MP_CHECK(ncclCommInitRank(&comm, 2, sh->id, rank) == ncclSuccess, 3);
+  PCL_MP_CHECK(shim_mp_init(&sh->id, &sh->ready, rank, &comm) == ncclSuccess, 3);
 
   /* Unregistered: no plan may read a peer's buffers, so the call goes to the fake. */
   PCL_MP_CHECK(allreduce_checked(comm, plain, plain + n, n, s, rank, 0), 4);
@@ -152,7 +134,7 @@ static int rank_main(int rank, int nranks, void *arg) {
   for (int rep = 0; rep < 2; rep++)
     PCL_MP_CHECK(allreduce_checked(comm, host, host + n, n, s, rank, 0), 30);
   fflush(stderr);
-  PCL_MP_CHECK(count_in(sh->log[rank], "could not be exchanged") == 1, 31);
+  PCL_MP_CHECK(shim_mp_log_count(sh->log[rank], "could not be exchanged") == 1, 31);
   PCL_MP_CHECK(ncclCommDeregister(comm, host_handle) == ncclSuccess, 32);
   host_handle = NULL;
 
