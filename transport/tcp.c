@@ -1,80 +1,44 @@
 /* SPDX-License-Identifier: MIT
- * TCP transport: one socket per peer pair; the proxy thread sends puts and signals (device
- * sources staged through host memory; a small put and the signal after it in one send), a
- * receiver thread per connection applies them in order to registered local memory, so a signal
- * is visible only after the data sent before it. */
+ * TCP transport: 1..8 sockets (streams) per peer pair. The proxy thread sends small puts and
+ * signals on stream 0 (a small put and the signal after it in one send) and stripes large puts
+ * over every stream (sender threads send the other parts); a receiver thread per stream applies
+ * messages to registered memory behind fences, so everything lands in issue order. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <poll.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cuda_runtime_api.h>
-
 #include "alloc.h"
 #include "log.h"
+#include "param.h"
 #include "pcl_check.h"
 #include "socket.h"
-#include "transport.h"
+#include "tcp_int.h"
 
-#define TCP_MAGIC 0x70636c7463703031ull /* "pcltcp01" */
+#define TCP_MAGIC 0x70636c7463703032ull /* "pcltcp02" */
 #define TCP_GREET_MS 2000               /* a connection's time to greet before it is dropped */
 #define TCP_TAG (PCL_TRANSPORT_TAG_BASE + 2)
-#define STAGE_BYTES (4u << 20)
-/* Puts up to this size are copied into the outbox (below) and leave with what follows them;
- * larger ones are sent from their source (host) or staged in STAGE_BYTES chunks (device). */
-#define OUTBOX_PUT_MAX (64u << 10)
-/* Device destinations: recv_stage is RX_SLOTS slots; each chunk read from the socket is copied
- * to the GPU asynchronously from its own slot, so the next one is read while it copies. */
-#define RX_SLOTS 8
-#define RX_SLOT_BYTES (STAGE_BYTES / RX_SLOTS)
-/* Large device sources: send_stage's two halves alternate, one filling while the other sends. */
-#define TX_HALF_BYTES (STAGE_BYTES / 2)
+/* Puts from this size on are striped over every stream (when there are several), in parts of at
+ * least TCP_STRIPE_PART. */
+#define TCP_STRIPE_MIN (512u << 10)
+#define TCP_STRIPE_PART (64u << 10)
 
-enum { MSG_PUT = 1, MSG_SIGNAL = 2 };
-
-typedef struct {
-  uint32_t type;
-  uint32_t mem_id;
-  uint64_t off;
-  uint64_t arg; /* PUT: bytes; SIGNAL: value */
-} tcp_hdr_t;
-
+/* Each connecting socket's first bytes. */
 typedef struct {
   uint64_t magic;
   int32_t rank, peer;
+  int32_t stream, nstreams;
 } tcp_greet_t;
 
+/* What the listening (lower) rank sends over the bootstrap: where, and how many streams. */
 typedef struct {
-  pcl_transport_ctx_t *ctx;
-  int peer, fd;
-  pthread_t rx;
-  int rx_started;
-  atomic_int stop;
-  /* Host staging for device memory (pinned when a GPU exists); send_stage is the outbox too. */
-  void *send_stage, *recv_stage;
-  /* The outbox: send_stage[0, out_len) holds messages not sent yet, in issue order. A small put
-   * waits there for the signal that usually follows it in the same trigger, so the pair leaves
-   * in one send (one segment, one wake-up of the receiver instead of three); progress (every
-   * proxy loop), flush, a large put and a full outbox send it too. Proxy thread only. */
-  size_t out_len;
-  int stage_pinned;
-  /* The device's staging streams (tcp_streams_get), shared by every connection on it. */
-  cudaStream_t send_stream, recv_stream;
-  /* Receiver thread only. rx_ev[k]: recorded after the copy out of slot k (rx_used[k]: one was
-   * recorded); a slot is refilled only after its event. Device puts and device semaphore
-   * writes are ordered by recv_stream alone, so a device signal needs no wait; a host-memory
-   * signal waits for the last copy (rx_last) first, since its plain store would overtake it. */
-  cudaEvent_t rx_ev[RX_SLOTS];
-  int rx_used[RX_SLOTS], rx_next, rx_last;
-  /* Proxy thread only: tx_ev[h] recorded after the copy into send_stage half h. */
-  cudaEvent_t tx_ev[2];
-} tcp_conn_t;
+  pcl_sockaddr_t addr;
+  int32_t nstreams;
+  int32_t pad;
+} tcp_listen_msg_t;
 
 /* Staging copies run on non-blocking streams (the legacy default stream would wait for the very
  * kernel that waits for this data), one pair per device for the whole process, shared by every
@@ -126,204 +90,198 @@ static void tcp_streams_put(int dev) {
   pthread_mutex_unlock(&tcp_streams_lock);
 }
 
-/* Synchronous copy on a non-blocking stream. */
-static cudaError_t copy_sync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
-                             cudaStream_t s) {
-  cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, s);
-  return e == cudaSuccess ? cudaStreamSynchronize(s) : e;
-}
-
-static void events_destroy(tcp_conn_t *c) {
-  for (int k = 0; k < RX_SLOTS; k++)
-    if (c->rx_ev[k] != NULL)
-      cudaEventDestroy(c->rx_ev[k]);
+static void stream_events_destroy(tcp_stream_t *st) {
+  for (int k = 0; k < TCP_RX_SLOTS; k++)
+    if (st->rx_ev[k] != NULL)
+      cudaEventDestroy(st->rx_ev[k]);
   for (int k = 0; k < 2; k++)
-    if (c->tx_ev[k] != NULL)
-      cudaEventDestroy(c->tx_ev[k]);
-  memset(c->rx_ev, 0, sizeof(c->rx_ev));
-  memset(c->tx_ev, 0, sizeof(c->tx_ev));
+    if (st->tx_ev[k] != NULL)
+      cudaEventDestroy(st->tx_ev[k]);
+  memset(st->rx_ev, 0, sizeof(st->rx_ev));
+  memset(st->tx_ev, 0, sizeof(st->tx_ev));
 }
 
-static ncclResult_t stage_alloc(tcp_conn_t *c) {
-  const int dev = c->ctx->cuda_dev;
-  if (dev < 0) { /* no GPU: nothing to stage, plain host buffers */
-    c->send_stage = pcl_calloc(1, STAGE_BYTES, "tcp send staging");
-    c->recv_stage = pcl_calloc(1, STAGE_BYTES, "tcp recv staging");
-    return (c->send_stage && c->recv_stage) ? ncclSuccess : ncclSystemError;
+/* One stream's staging: pinned with events when a GPU exists, plain host memory otherwise. */
+static cudaError_t stream_stage_alloc(tcp_stream_t *st, int pinned) {
+  if (!pinned) {
+    st->send_stage = pcl_calloc(1, st->stage_bytes, "tcp send staging");
+    st->recv_stage = pcl_calloc(1, st->stage_bytes, "tcp recv staging");
+    return (st->send_stage && st->recv_stage) ? cudaSuccess : cudaErrorMemoryAllocation;
   }
-  cudaError_t e = cudaSetDevice(dev);
+  cudaError_t e = cudaHostAlloc(&st->send_stage, st->stage_bytes, 0);
   if (e == cudaSuccess)
-    e = tcp_streams_get(dev, &c->send_stream, &c->recv_stream);
-  if (e == cudaSuccess) {
-    e = cudaHostAlloc(&c->send_stage, STAGE_BYTES, 0);
-    if (e == cudaSuccess)
-      e = cudaHostAlloc(&c->recv_stage, STAGE_BYTES, 0);
-    for (int k = 0; k < RX_SLOTS && e == cudaSuccess; k++)
-      e = cudaEventCreateWithFlags(&c->rx_ev[k], cudaEventDisableTiming);
-    for (int k = 0; k < 2 && e == cudaSuccess; k++)
-      e = cudaEventCreateWithFlags(&c->tx_ev[k], cudaEventDisableTiming);
-    if (e != cudaSuccess) {
-      events_destroy(c);
-      if (c->send_stage)
-        cudaFreeHost(c->send_stage);
-      if (c->recv_stage)
-        cudaFreeHost(c->recv_stage);
-      c->send_stage = c->recv_stage = NULL;
-      tcp_streams_put(dev);
-      c->send_stream = c->recv_stream = NULL;
+    e = cudaHostAlloc(&st->recv_stage, st->stage_bytes, 0);
+  for (int k = 0; k < TCP_RX_SLOTS && e == cudaSuccess; k++)
+    e = cudaEventCreateWithFlags(&st->rx_ev[k], cudaEventDisableTiming);
+  for (int k = 0; k < 2 && e == cudaSuccess; k++)
+    e = cudaEventCreateWithFlags(&st->tx_ev[k], cudaEventDisableTiming);
+  return e;
+}
+
+/* Called once no thread of the connection copies any more: the receivers' copies still in
+ * flight end first (they read recv_stage). */
+static void stream_stage_free(tcp_stream_t *st, int pinned) {
+  if (!pinned) {
+    pcl_free(st->send_stage);
+    pcl_free(st->recv_stage);
+  } else {
+    for (int k = 0; k < TCP_RX_SLOTS; k++)
+      if (st->rx_used[k] && cudaEventSynchronize(st->rx_ev[k]) != cudaSuccess)
+        (void)cudaGetLastError();
+    stream_events_destroy(st);
+    if (st->send_stage)
+      cudaFreeHost(st->send_stage);
+    if (st->recv_stage)
+      cudaFreeHost(st->recv_stage);
+  }
+  st->send_stage = st->recv_stage = NULL;
+}
+
+static void conn_free(tcp_conn_t *c) {
+  for (int i = 0; i < TCP_MAX_STREAMS; i++) {
+    tcp_stream_t *st = &c->s[i];
+    pcl_socket_close(&st->fd);
+    stream_stage_free(st, c->stage_pinned);
+    if (st->lock_init) {
+      pthread_cond_destroy(&st->cond);
+      pthread_mutex_destroy(&st->lock);
     }
+  }
+  if (c->send_stream)
+    tcp_streams_put(c->ctx->cuda_dev);
+  pcl_free(c);
+}
+
+/* The streams' staging (nstreams known) and the device's copy streams. */
+static ncclResult_t conn_stage_alloc(tcp_conn_t *c) {
+  const int dev = c->ctx->cuda_dev;
+  cudaError_t e = cudaSuccess;
+  if (dev >= 0) {
+    e = cudaSetDevice(dev);
+    if (e == cudaSuccess)
+      e = tcp_streams_get(dev, &c->send_stream, &c->recv_stream);
+    c->stage_pinned = 1;
+  }
+  for (int i = 0; i < c->nstreams && e == cudaSuccess; i++) {
+    tcp_stream_t *st = &c->s[i];
+    st->stage_bytes = i == 0 ? TCP_STAGE0_BYTES : TCP_STAGEK_BYTES;
+    e = stream_stage_alloc(st, c->stage_pinned);
   }
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    PCL_WARN(PCL_LOG_NET, "tcp rank %d: cannot set up GPU staging on device %d: %s", c->ctx->rank,
-             dev, cudaGetErrorString(e));
-    return ncclUnhandledCudaError;
+    PCL_WARN(PCL_LOG_NET, "tcp rank %d: cannot set up staging for rank %d (device %d): %s",
+             c->ctx->rank, c->peer, dev, cudaGetErrorString(e));
+    return dev >= 0 ? ncclUnhandledCudaError : ncclSystemError;
   }
-  c->stage_pinned = 1;
   return ncclSuccess;
 }
 
-/* Called once neither thread copies any more: the receiver's copies still in flight end first
- * (they read recv_stage). */
-static void stage_free(tcp_conn_t *c) {
-  for (int k = 0; k < RX_SLOTS; k++)
-    if (c->rx_used[k] && cudaEventSynchronize(c->rx_ev[k]) != cudaSuccess)
-      (void)cudaGetLastError();
-  events_destroy(c);
-  if (c->send_stream)
-    tcp_streams_put(c->ctx->cuda_dev);
-  if (c->stage_pinned) {
-    cudaFreeHost(c->send_stage);
-    cudaFreeHost(c->recv_stage);
-  } else {
-    pcl_free(c->send_stage);
-    pcl_free(c->recv_stage);
-  }
+typedef struct {
+  tcp_greet_t want; /* stream and nstreams unused */
+  unsigned seen;    /* streams already accepted */
+} greet_want_t;
+
+static int greet_ok(const void *got, void *arg) {
+  const tcp_greet_t *g = got;
+  const greet_want_t *w = arg;
+  return g->magic == w->want.magic && g->rank == w->want.rank && g->peer == w->want.peer &&
+         g->nstreams == w->want.nstreams && g->stream >= 0 && g->stream < g->nstreams &&
+         !(w->seen & (1u << g->stream));
 }
 
-/* Receives exactly n bytes; returns 1 on success, 0 on orderly close at a message boundary
- * (first == 1), -1 on error/stop. */
-static int rx_bytes(tcp_conn_t *c, void *buf, size_t n, int first) {
-  size_t got = 0;
-  while (got < n) {
-    if (atomic_load_explicit(&c->stop, memory_order_relaxed))
-      return -1;
-    ssize_t r = recv(c->fd, (char *)buf + got, n - got, 0);
-    if (r > 0) {
-      got += (size_t)r;
-      continue;
-    }
-    if (r == 0) {
-      if (first && got == 0)
-        return 0;
-      PCL_WARN(PCL_LOG_NET, "tcp rank %d: connection to rank %d closed mid-message", c->ctx->rank,
-               c->peer);
-      return -1;
-    }
-    if (errno == EINTR)
-      continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      if (!atomic_load_explicit(&c->stop, memory_order_relaxed))
-        PCL_WARN(PCL_LOG_NET, "tcp rank %d: recv from rank %d failed: %s", c->ctx->rank, c->peer,
-                 strerror(errno));
-      return -1;
-    }
-    struct pollfd p = {.fd = c->fd, .events = POLLIN, .revents = 0};
-    (void)poll(&p, 1, 100);
-  }
-  return 1;
-}
-
-static int rx_cuda_failed(tcp_conn_t *c, const char *what, cudaError_t e) {
-  PCL_WARN(PCL_LOG_NET, "tcp rank %d: %s failed: %s", c->ctx->rank, what, cudaGetErrorString(e));
-  return -1;
-}
-
-/* Device destination: each chunk is read into the next slot (once that slot's previous copy has
- * ended) and copied asynchronously, so reading the socket overlaps the copies. */
-static int apply_put(tcp_conn_t *c, const tcp_hdr_t *h, const pcl_mem_local_t *m) {
-  char *dst = (char *)m->base + h->off;
-  if (!m->is_device)
-    return rx_bytes(c, dst, h->arg, 0) == 1 ? 0 : -1;
-  for (uint64_t done = 0; done < h->arg;) {
-    size_t n = h->arg - done < RX_SLOT_BYTES ? (size_t)(h->arg - done) : RX_SLOT_BYTES;
-    const int k = c->rx_next;
-    char *slot = (char *)c->recv_stage + (size_t)k * RX_SLOT_BYTES;
-    cudaError_t e = c->rx_used[k] ? cudaEventSynchronize(c->rx_ev[k]) : cudaSuccess;
-    if (e != cudaSuccess)
-      return rx_cuda_failed(c, "copy to GPU memory", e);
-    if (rx_bytes(c, slot, n, 0) != 1)
-      return -1;
-    e = cudaMemcpyAsync(dst + done, slot, n, cudaMemcpyHostToDevice, c->recv_stream);
-    if (e == cudaSuccess)
-      e = cudaEventRecord(c->rx_ev[k], c->recv_stream);
-    if (e != cudaSuccess)
-      return rx_cuda_failed(c, "copy to GPU memory", e);
-    c->rx_used[k] = 1;
-    c->rx_last = k;
-    c->rx_next = (k + 1) % RX_SLOTS;
-    done += n;
-  }
-  return 0;
-}
-
-static int apply_signal(tcp_conn_t *c, const tcp_hdr_t *h, const pcl_mem_local_t *m) {
-  uint64_t *sem = (uint64_t *)((char *)m->base + h->off);
-  if (!m->is_device) {
-    /* The device puts before it must have landed: wait for the last copy (the earlier ones end
-     * before it, one stream). */
-    if (c->rx_used[c->rx_last]) {
-      cudaError_t e = cudaEventSynchronize(c->rx_ev[c->rx_last]);
-      if (e != cudaSuccess)
-        return rx_cuda_failed(c, "copy to GPU memory", e);
-    }
-    /* Release: the data written before (by this thread) is visible to whoever acquires it. */
-    atomic_store_explicit((_Atomic uint64_t *)sem, h->arg, memory_order_release);
-    return 0;
-  }
-  /* Queued behind the data copies on the same stream, so the GPU sees it after them; no wait.
-   * The value comes from pageable memory (h), which cudaMemcpyAsync has copied when it returns
-   * (the CUDA runtime's rule for pageable host-to-device copies). */
-  cudaError_t e =
-      cudaMemcpyAsync(sem, &h->arg, sizeof(uint64_t), cudaMemcpyHostToDevice, c->recv_stream);
-  return e == cudaSuccess ? 0 : rx_cuda_failed(c, "semaphore write", e);
-}
-
-static void *rx_main(void *arg) {
-  tcp_conn_t *c = arg;
-  pcl_log_set_thread_rank(c->ctx->rank, c->ctx->cuda_dev);
-  if (c->ctx->cuda_dev >= 0 && cudaSetDevice(c->ctx->cuda_dev) != cudaSuccess)
-    (void)cudaGetLastError();
-  for (;;) {
-    tcp_hdr_t h;
-    int r = rx_bytes(c, &h, sizeof(h), 1);
-    if (r <= 0)
-      break; /* closed by the peer at teardown, or stopped */
-    const pcl_mem_local_t *m = c->ctx->lookup(c->ctx->owner, h.mem_id);
-    uint64_t need = h.type == MSG_PUT ? h.arg : sizeof(uint64_t);
-    if (m == NULL || h.off + need > m->size || (h.type != MSG_PUT && h.type != MSG_SIGNAL)) {
+/* Lower rank: listens, tells the peer where and how many streams, accepts each greeted one. */
+static ncclResult_t conn_listen(tcp_conn_t *c, pcl_socket_wait_t *w) {
+  ncclResult_t res = ncclSuccess;
+  int lfd = -1;
+  char ifname[64];
+  pcl_sockaddr_t local;
+  tcp_listen_msg_t msg;
+  memset(&msg, 0, sizeof(msg));
+  msg.nstreams = c->nstreams;
+  PCL_CHECK_GOTO(pcl_socket_find_interface(ifname, sizeof(ifname), &local), res, out);
+  PCL_CHECK_GOTO(pcl_socket_listen(&local, &lfd, &msg.addr), res, out);
+  PCL_CHECK_GOTO(pcl_bootstrap_send(c->ctx->bootstrap, c->peer, TCP_TAG, &msg, sizeof(msg)), res,
+                 out);
+  /* A stranger on the port (silent or wrong) costs the real peer TCP_GREET_MS at most. */
+  greet_want_t want = {{TCP_MAGIC, c->peer, c->ctx->rank, 0, c->nstreams}, 0};
+  for (int i = 0; i < c->nstreams; i++) {
+    tcp_greet_t g;
+    int fd = -1, dropped = 0;
+    res = pcl_socket_accept_greeted(lfd, w, TCP_GREET_MS, &g, sizeof(g), greet_ok, &want, &fd,
+                                    &dropped);
+    if (dropped > 0)
       PCL_WARN(PCL_LOG_NET,
-               "tcp rank %d: message from rank %d names memory %u+%llu (%llu bytes): "
-               "not registered or out of range; closing",
-               c->ctx->rank, c->peer, h.mem_id, (unsigned long long)h.off,
-               (unsigned long long)need);
-      break;
-    }
-    if ((h.type == MSG_PUT ? apply_put(c, &h, m) : apply_signal(c, &h, m)) != 0)
-      break;
+               "tcp rank %d: dropped %d foreign connection(s) while waiting for rank %d",
+               c->ctx->rank, dropped, c->peer);
+    if (res != ncclSuccess)
+      goto out;
+    c->s[g.stream].fd = fd;
+    want.seen |= 1u << g.stream;
   }
-  return NULL;
+out:
+  pcl_socket_close(&lfd);
+  return res;
 }
 
-static int greet_ok(const void *got, void *want) {
-  const tcp_greet_t *g = got, *w = want;
-  return g->magic == w->magic && g->rank == w->rank && g->peer == w->peer;
+/* Higher rank: takes the listener's stream count and connects each stream. */
+static ncclResult_t conn_dial(tcp_conn_t *c, pcl_socket_wait_t *w) {
+  tcp_listen_msg_t msg;
+  PCL_CHECK(pcl_bootstrap_recv(c->ctx->bootstrap, c->peer, TCP_TAG, &msg, sizeof(msg)));
+  if (msg.nstreams < 1 || msg.nstreams > TCP_MAX_STREAMS) {
+    PCL_WARN(PCL_LOG_NET, "tcp rank %d: rank %d offers %d connections (1..%d)", c->ctx->rank,
+             c->peer, msg.nstreams, TCP_MAX_STREAMS);
+    return ncclRemoteError;
+  }
+  if (msg.nstreams != c->nstreams)
+    PCL_INFO(PCL_LOG_NET, "tcp rank %d: %d connection(s) to rank %d, as it asks (here %d)",
+             c->ctx->rank, msg.nstreams, c->peer, c->nstreams);
+  c->nstreams = msg.nstreams;
+  for (int i = 0; i < c->nstreams; i++) {
+    tcp_greet_t g = {TCP_MAGIC, c->ctx->rank, c->peer, i, c->nstreams};
+    PCL_CHECK(pcl_socket_connect(&msg.addr, w, &c->s[i].fd));
+    PCL_CHECK(pcl_socket_send(c->s[i].fd, &g, sizeof(g), w));
+  }
+  return ncclSuccess;
+}
+
+static void conn_stop_threads(tcp_conn_t *c) {
+  atomic_store(&c->stop, 1);
+  for (int i = 0; i < c->nstreams; i++)
+    if (c->s[i].fd >= 0)
+      shutdown(c->s[i].fd, SHUT_RDWR);
+  for (int i = 0; i < c->nstreams; i++) {
+    tcp_stream_t *st = &c->s[i];
+    if (st->tx_started) {
+      pcl_tcp_tx_stop(st);
+      pthread_join(st->tx, NULL);
+    }
+    if (st->rx_started)
+      pthread_join(st->rx, NULL);
+    st->tx_started = st->rx_started = 0;
+  }
+}
+
+static ncclResult_t conn_start_threads(tcp_conn_t *c) {
+  for (int i = 0; i < c->nstreams; i++) {
+    tcp_stream_t *st = &c->s[i];
+    int err = pthread_create(&st->rx, NULL, pcl_tcp_rx_main, st);
+    st->rx_started = err == 0;
+    if (err == 0 && i > 0) {
+      err = pthread_create(&st->tx, NULL, pcl_tcp_tx_main, st);
+      st->tx_started = err == 0;
+    }
+    if (err != 0) {
+      PCL_WARN(PCL_LOG_NET, "tcp: cannot start a thread of connection %d to rank %d: %s", i,
+               c->peer, strerror(err));
+      return ncclSystemError;
+    }
+  }
+  return ncclSuccess;
 }
 
 static ncclResult_t tcp_connect(pcl_transport_ctx_t *ctx, int peer, void **out) {
   ncclResult_t res = ncclSuccess;
   tcp_conn_t *c = NULL;
-  int lfd = -1;
   char what[96];
   snprintf(what, sizeof(what), "tcp rank %d: connecting to rank %d", ctx->rank, peer);
   if (peer == ctx->rank) {
@@ -335,144 +293,112 @@ static ncclResult_t tcp_connect(pcl_transport_ctx_t *ctx, int peer, void **out) 
     return ncclSystemError;
   c->ctx = ctx;
   c->peer = peer;
-  c->fd = -1;
-  PCL_CHECK_GOTO(stage_alloc(c), res, err);
-  pcl_socket_wait_t w = pcl_socket_wait_default(ctx->abort_flag, what);
-  tcp_greet_t g = {TCP_MAGIC, ctx->rank, peer}, pg;
-  if (ctx->rank < peer) {
-    /* Lower rank listens and tells the peer where, then waits for it. */
-    char ifname[64];
-    pcl_sockaddr_t local, bound;
-    PCL_CHECK_GOTO(pcl_socket_find_interface(ifname, sizeof(ifname), &local), res, err);
-    PCL_CHECK_GOTO(pcl_socket_listen(&local, &lfd, &bound), res, err);
-    PCL_CHECK_GOTO(pcl_bootstrap_send(ctx->bootstrap, peer, TCP_TAG, &bound, sizeof(bound)), res,
-                   err);
-    /* A stranger on the port (silent or wrong) costs the real peer TCP_GREET_MS at most. */
-    tcp_greet_t want = {TCP_MAGIC, peer, ctx->rank};
-    int dropped = 0;
-    res = pcl_socket_accept_greeted(lfd, &w, TCP_GREET_MS, &pg, sizeof(pg), greet_ok, &want, &c->fd,
-                                    &dropped);
-    if (dropped > 0)
-      PCL_WARN(PCL_LOG_NET,
-               "tcp rank %d: dropped %d foreign connection(s) while waiting for rank %d", ctx->rank,
-               dropped, peer);
-    if (res != ncclSuccess)
+  c->nstreams = (int)pcl_param_tcp_streams();
+  for (int i = 0; i < TCP_MAX_STREAMS; i++) {
+    tcp_stream_t *st = &c->s[i];
+    st->c = c;
+    st->idx = i;
+    st->fd = -1;
+    if (pthread_mutex_init(&st->lock, NULL) == 0 && pthread_cond_init(&st->cond, NULL) == 0) {
+      st->lock_init = 1;
+    } else {
+      PCL_WARN(PCL_LOG_NET, "tcp: cannot create a connection's lock");
+      res = ncclSystemError;
       goto err;
-    pcl_socket_close(&lfd);
-  } else {
-    pcl_sockaddr_t addr;
-    PCL_CHECK_GOTO(pcl_bootstrap_recv(ctx->bootstrap, peer, TCP_TAG, &addr, sizeof(addr)), res,
-                   err);
-    PCL_CHECK_GOTO(pcl_socket_connect(&addr, &w, &c->fd), res, err);
-    PCL_CHECK_GOTO(pcl_socket_send(c->fd, &g, sizeof(g), &w), res, err);
+    }
   }
-  int err = pthread_create(&c->rx, NULL, rx_main, c);
-  if (err != 0) {
-    PCL_WARN(PCL_LOG_NET, "tcp: cannot start the receiver thread: %s", strerror(err));
-    res = ncclSystemError;
-    goto err;
-  }
-  c->rx_started = 1;
+  pcl_socket_wait_t w = pcl_socket_wait_default(ctx->abort_flag, what);
+  PCL_CHECK_GOTO(ctx->rank < peer ? conn_listen(c, &w) : conn_dial(c, &w), res, err);
+  PCL_CHECK_GOTO(conn_stage_alloc(c), res, err);
+  PCL_CHECK_GOTO(conn_start_threads(c), res, err);
+  PCL_INFO(PCL_LOG_NET, "tcp rank %d: %d connection(s) to rank %d", ctx->rank, c->nstreams, peer);
   *out = c;
   return ncclSuccess;
 err:
-  pcl_socket_close(&lfd);
-  pcl_socket_close(&c->fd);
-  stage_free(c);
-  pcl_free(c);
+  conn_stop_threads(c);
+  conn_free(c);
   return res;
 }
 
 static void tcp_disconnect(pcl_transport_ctx_t *ctx, void *conn) {
+  (void)ctx;
   tcp_conn_t *c = conn;
   if (c == NULL)
     return;
-  atomic_store(&c->stop, 1);
-  if (c->fd >= 0)
-    shutdown(c->fd, SHUT_RDWR);
-  if (c->rx_started)
-    pthread_join(c->rx, NULL);
-  pcl_socket_close(&c->fd);
-  stage_free(c);
-  pcl_free(c);
+  conn_stop_threads(c);
+  conn_free(c);
 }
 
-static ncclResult_t send_all(tcp_conn_t *c, const void *buf, size_t n) {
-  char what[80];
-  snprintf(what, sizeof(what), "tcp rank %d: sending to rank %d", c->ctx->rank, c->peer);
-  pcl_socket_wait_t w = pcl_socket_wait_default(c->ctx->abort_flag, what);
-  return pcl_socket_send(c->fd, buf, n, &w);
+/* A sender thread's failure, reported by the proxy's next call (the thread WARNed it). */
+static ncclResult_t tx_failed(tcp_conn_t *c) {
+  return (ncclResult_t)atomic_load_explicit(&c->tx_error, memory_order_acquire);
+}
+
+/* A header fenced behind everything issued so far on the other streams. */
+static tcp_hdr_t hdr_make(const tcp_conn_t *c, uint32_t type, uint32_t mem_id, uint64_t off,
+                          uint64_t arg) {
+  tcp_hdr_t h;
+  memset(&h, 0, sizeof(h));
+  h.type = type;
+  h.mem_id = mem_id;
+  h.off = off;
+  h.arg = arg;
+  for (int j = 0; j < c->nstreams; j++)
+    h.after[j] = (uint32_t)c->s[j].issued;
+  return h;
 }
 
 /* Sends what waits in the outbox. */
 static ncclResult_t out_drain(tcp_conn_t *c) {
   if (c->out_len == 0)
     return ncclSuccess;
-  ncclResult_t res = send_all(c, c->send_stage, c->out_len);
+  ncclResult_t res = pcl_tcp_send_all(&c->s[0], c->s[0].send_stage, c->out_len);
   c->out_len = 0;
   return res;
 }
 
 /* Room for n more bytes in the outbox, sending what waits there when it lacks it. */
 static ncclResult_t out_room(tcp_conn_t *c, size_t n) {
-  return c->out_len + n <= STAGE_BYTES ? ncclSuccess : out_drain(c);
+  return c->out_len + n <= c->s[0].stage_bytes ? ncclSuccess : out_drain(c);
 }
 
-/* Queues the copy of chunk [at, at + n) of a device source into send_stage half `half`. */
-static cudaError_t tx_stage(tcp_conn_t *c, const char *s, uint64_t at, size_t n, int half) {
-  cudaError_t e = cudaMemcpyAsync((char *)c->send_stage + (size_t)half * TX_HALF_BYTES, s + at, n,
-                                  cudaMemcpyDeviceToHost, c->send_stream);
-  return e == cudaSuccess ? cudaEventRecord(c->tx_ev[half], c->send_stream) : e;
-}
-
-/* A large device source (the outbox is empty): chunks staged into the halves of send_stage in
- * turn, the next copy running while the current half is sent. Every copy queued has ended when
- * this returns, so the outbox may be reused at once. */
-static ncclResult_t send_device(tcp_conn_t *c, const char *s, uint64_t bytes) {
-  ncclResult_t res = ncclSuccess;
-  size_t n = bytes < TX_HALF_BYTES ? (size_t)bytes : TX_HALF_BYTES;
-  cudaError_t e = tx_stage(c, s, 0, n, 0);
-  int inflight = e == cudaSuccess ? 0 : -1; /* the half a queued copy fills, -1: none */
-  for (uint64_t done = 0; e == cudaSuccess && res == ncclSuccess && done < bytes;) {
-    const int cur = inflight;
-    e = cudaEventSynchronize(c->tx_ev[cur]);
-    inflight = -1;
-    const uint64_t next = done + n;
-    size_t nn = 0;
-    if (e == cudaSuccess && next < bytes) {
-      nn = bytes - next < TX_HALF_BYTES ? (size_t)(bytes - next) : TX_HALF_BYTES;
-      e = tx_stage(c, s, next, nn, cur ^ 1);
-      if (e == cudaSuccess)
-        inflight = cur ^ 1;
-    }
-    if (e == cudaSuccess)
-      res = send_all(c, (char *)c->send_stage + (size_t)cur * TX_HALF_BYTES, n);
-    done = next;
-    n = nn;
+/* A large put in parts: parts 1.. go to the streams' senders, part 0 leaves from here. Every
+ * part is fenced behind what was issued before the put, none behind another part. */
+static ncclResult_t put_striped(tcp_conn_t *c, const char *s, int is_device, uint32_t mem_id,
+                                uint64_t doff, uint64_t bytes) {
+  uint64_t part = (bytes + (uint64_t)c->nstreams - 1) / (uint64_t)c->nstreams;
+  part = (part + TCP_STRIPE_PART - 1) / TCP_STRIPE_PART * TCP_STRIPE_PART;
+  tcp_hdr_t h0 = hdr_make(c, TCP_MSG_PUT, mem_id, doff, part < bytes ? part : bytes);
+  for (int k = 1; k < c->nstreams && (uint64_t)k * part < bytes; k++) {
+    const uint64_t at = (uint64_t)k * part;
+    tcp_job_t j = {.h = h0, .src = s + at, .is_device = is_device};
+    j.h.off = doff + at;
+    j.h.arg = bytes - at < part ? bytes - at : part;
+    PCL_CHECK(pcl_tcp_tx_queue(&c->s[k], &j));
+    c->s[k].issued++;
   }
-  if (inflight >= 0 && cudaEventSynchronize(c->tx_ev[inflight]) != cudaSuccess)
-    (void)cudaGetLastError(); /* an error already being reported */
-  if (e != cudaSuccess) {
-    PCL_WARN(PCL_LOG_NET, "tcp rank %d: staging GPU data failed: %s", c->ctx->rank,
-             cudaGetErrorString(e));
-    return ncclUnhandledCudaError;
-  }
-  return res;
+  c->s[0].issued++;
+  PCL_CHECK(pcl_tcp_send_all(&c->s[0], &h0, sizeof(h0)));
+  return is_device ? pcl_tcp_send_device(&c->s[0], s, h0.arg)
+                   : pcl_tcp_send_all(&c->s[0], s, h0.arg);
 }
 
 static ncclResult_t tcp_put(void *conn, const pcl_mem_local_t *src, uint64_t so,
                             const pcl_mem_remote_t *dst, uint64_t doff, uint64_t bytes) {
   tcp_conn_t *c = conn;
-  tcp_hdr_t h = {MSG_PUT, dst->mem_id, doff, bytes};
+  tcp_stream_t *s0 = &c->s[0];
   const char *s = (const char *)src->base + so;
-  if (bytes <= OUTBOX_PUT_MAX) {
+  PCL_CHECK(tx_failed(c));
+  if (bytes <= TCP_OUTBOX_PUT_MAX) {
+    tcp_hdr_t h = hdr_make(c, TCP_MSG_PUT, dst->mem_id, doff, bytes);
     PCL_CHECK(out_room(c, sizeof(h) + bytes));
-    char *at = (char *)c->send_stage + c->out_len;
+    char *at = (char *)s0->send_stage + c->out_len;
     memcpy(at, &h, sizeof(h));
     if (!src->is_device) {
       memcpy(at + sizeof(h), s, bytes);
     } else {
-      cudaError_t e = copy_sync(at + sizeof(h), s, bytes, cudaMemcpyDeviceToHost, c->send_stream);
+      cudaError_t e =
+          pcl_tcp_copy_sync(at + sizeof(h), s, bytes, cudaMemcpyDeviceToHost, c->send_stream);
       if (e != cudaSuccess) {
         PCL_WARN(PCL_LOG_NET, "tcp rank %d: staging GPU data failed: %s", c->ctx->rank,
                  cudaGetErrorString(e));
@@ -480,39 +406,53 @@ static ncclResult_t tcp_put(void *conn, const pcl_mem_local_t *src, uint64_t so,
       }
     }
     c->out_len += sizeof(h) + bytes;
+    s0->issued++;
     return ncclSuccess;
   }
   /* Large: what waits goes first (issue order), then this put from its source. */
   PCL_CHECK(out_drain(c));
-  PCL_CHECK(send_all(c, &h, sizeof(h)));
+  if (c->nstreams > 1 && bytes >= TCP_STRIPE_MIN)
+    return put_striped(c, s, src->is_device, dst->mem_id, doff, bytes);
+  tcp_hdr_t h = hdr_make(c, TCP_MSG_PUT, dst->mem_id, doff, bytes);
+  s0->issued++;
+  PCL_CHECK(pcl_tcp_send_all(s0, &h, sizeof(h)));
   if (!src->is_device)
-    return send_all(c, s, bytes);
-  return send_device(c, s, bytes);
+    return pcl_tcp_send_all(s0, s, bytes);
+  return pcl_tcp_send_device(s0, s, bytes);
 }
 
-/* A signal leaves at once, with whatever waits before it in the outbox. */
+/* A signal leaves at once on stream 0, with whatever waits before it in the outbox. */
 static ncclResult_t tcp_signal(void *conn, const pcl_mem_remote_t *dst, uint64_t off,
                                uint64_t value) {
   tcp_conn_t *c = conn;
-  tcp_hdr_t h = {MSG_SIGNAL, dst->mem_id, off, value};
+  PCL_CHECK(tx_failed(c));
+  tcp_hdr_t h = hdr_make(c, TCP_MSG_SIGNAL, dst->mem_id, off, value);
   PCL_CHECK(out_room(c, sizeof(h)));
-  memcpy((char *)c->send_stage + c->out_len, &h, sizeof(h));
+  memcpy((char *)c->s[0].send_stage + c->out_len, &h, sizeof(h));
   c->out_len += sizeof(h);
+  c->s[0].issued++;
   return out_drain(c);
 }
 
-/* Sends are synchronous once out of the outbox (every source was copied before put returned),
- * so flushed means the outbox is empty. */
+/* Stream 0's sends are synchronous once out of the outbox (every source was read before put
+ * returned); the other streams are flushed once their senders sent every part queued. */
 static ncclResult_t tcp_flush(void *conn, int *done) {
   tcp_conn_t *c = conn;
-  ncclResult_t res = out_drain(c);
-  *done = res == ncclSuccess;
-  return res;
+  *done = 0;
+  PCL_CHECK(tx_failed(c));
+  PCL_CHECK(out_drain(c));
+  for (int k = 1; k < c->nstreams; k++)
+    if (atomic_load_explicit(&c->s[k].sent, memory_order_acquire) != c->s[k].issued)
+      return ncclSuccess;
+  *done = 1;
+  return ncclSuccess;
 }
 
 /* Every proxy loop: a put that no signal followed leaves now. */
 static ncclResult_t tcp_progress(void *conn) {
-  return out_drain((tcp_conn_t *)conn);
+  tcp_conn_t *c = conn;
+  PCL_CHECK(tx_failed(c));
+  return out_drain(c);
 }
 
 const struct pcl_transport_ops pcl_transport_tcp_ops = {

@@ -30,6 +30,36 @@ static unsigned char pattern(int rank, int round, size_t i) {
   return (unsigned char)(rank * 31 + round * 7 + i * 13 + (i >> 9));
 }
 
+/* A started proxy of `rank` with channel 0 to its peer (1 - rank) over kind, host memory: 0 the
+ * source, 1 the destination (`bytes` each), 2 the semaphore (64 bytes); the peer's 1 and 2 set
+ * as remotes. Collective over b. 0 on success. */
+static int port_pair_open(pcl_bootstrap_t *b, int rank, int n, pcl_transport_kind_t kind, void *src,
+                          void *dst, size_t bytes, uint64_t *sem, pcl_proxy_t **px) {
+  const int peer = 1 - rank;
+  pcl_proxy_config_t cfg = {.rank = rank,
+                            .nranks = n,
+                            .cuda_dev = -1,
+                            .bootstrap = b,
+                            .fifo_mem = PCL_FIFO_MEM_HOST,
+                            .fifo_size = 64};
+  pcl_mem_remote_t exp[2][3];
+  memset(exp, 0, sizeof(exp));
+  if (pcl_proxy_create(&cfg, px) != ncclSuccess ||
+      pcl_proxy_connect(*px, peer, kind) != ncclSuccess ||
+      pcl_proxy_mem_reg(*px, 0, src, bytes, 0, 0, &exp[rank][0]) != ncclSuccess ||
+      pcl_proxy_mem_reg(*px, 1, dst, bytes, 0, 0, &exp[rank][1]) != ncclSuccess ||
+      pcl_proxy_mem_reg(*px, 2, sem, 64, 0, 0, &exp[rank][2]) != ncclSuccess ||
+      pcl_bootstrap_allgather(b, exp, sizeof(exp[0])) != ncclSuccess)
+    return -1;
+  for (uint32_t id = 1; id < 3; id++)
+    if (pcl_proxy_mem_set_remote(*px, id, peer, &exp[peer][id]) != ncclSuccess)
+      return -1;
+  pcl_proxy_channel_t ch = {.peer = peer, .kind = kind, .sem_mem_id = 2, .sem_off = 0};
+  return pcl_proxy_channel_set(*px, 0, &ch) == ncclSuccess && pcl_proxy_start(*px) == ncclSuccess
+             ? 0
+             : -1;
+}
+
 /* Every rank sends ROUNDS x BUF_BYTES to its peer in chunks, a flag after each round, waits for
  * the peer's flag and checks the data; then a flush (SYNC). */
 static int port_rank(int rank, int n, void *argp) {
@@ -46,25 +76,7 @@ static int port_rank(int rank, int n, void *argp) {
   pcl_transport_kind_t kind =
       a->kind != PCL_TRANSPORT_NONE ? a->kind : pcl_transport_choose(topo, rank, peer);
   PCL_MP_CHECK(kind == a->expect, 3);
-  pcl_proxy_config_t cfg = {.rank = rank,
-                            .nranks = n,
-                            .cuda_dev = -1,
-                            .bootstrap = b,
-                            .fifo_mem = PCL_FIFO_MEM_HOST,
-                            .fifo_size = 64};
-  PCL_MP_CHECK(pcl_proxy_create(&cfg, &px) == ncclSuccess, 4);
-  PCL_MP_CHECK(pcl_proxy_connect(px, peer, kind) == ncclSuccess, 5);
-  pcl_mem_remote_t exp[2][3];
-  memset(exp, 0, sizeof(exp));
-  PCL_MP_CHECK(pcl_proxy_mem_reg(px, 0, src, BUF_BYTES, 0, 0, &exp[rank][0]) == ncclSuccess, 6);
-  PCL_MP_CHECK(pcl_proxy_mem_reg(px, 1, dst, BUF_BYTES, 0, 0, &exp[rank][1]) == ncclSuccess, 6);
-  PCL_MP_CHECK(pcl_proxy_mem_reg(px, 2, sem, 64, 0, 0, &exp[rank][2]) == ncclSuccess, 6);
-  PCL_MP_CHECK(pcl_bootstrap_allgather(b, exp, sizeof(exp[0])) == ncclSuccess, 7);
-  for (uint32_t id = 1; id < 3; id++)
-    PCL_MP_CHECK(pcl_proxy_mem_set_remote(px, id, peer, &exp[peer][id]) == ncclSuccess, 8);
-  pcl_proxy_channel_t ch = {.peer = peer, .kind = kind, .sem_mem_id = 2, .sem_off = 0};
-  PCL_MP_CHECK(pcl_proxy_channel_set(px, 0, &ch) == ncclSuccess, 9);
-  PCL_MP_CHECK(pcl_proxy_start(px) == ncclSuccess, 10);
+  PCL_MP_CHECK(port_pair_open(b, rank, n, kind, src, dst, BUF_BYTES, sem, &px) == 0, 4);
   pcl_fifo_device_t f = pcl_proxy_fifo(px);
   for (int round = 0; round < ROUNDS; round++) {
     /* The peer must have consumed our previous round before we overwrite its buffer: each

@@ -19,6 +19,7 @@
 #include "topo.h"
 
 #include "port_check.h"
+#include "port_stripes.h"
 
 START_TEST(test_tcp_threads) {
   setenv("PLANCCL_SOCKET_IFNAME", "lo", 1);
@@ -31,6 +32,25 @@ START_TEST(test_tcp_threads) {
   a.kind = a.expect = PCL_TRANSPORT_TCP;
   ck_assert_int_eq(pcl_bootstrap_root_create(&a.handle), ncclSuccess);
   ck_assert_int_eq(pcl_mp_run_threads(2, port_rank, &a, NULL), 0);
+  for (int i = 0; i < 500 && pcl_bootstrap_roots_active() > 0; i++)
+    usleep(10000);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+/* Large puts striped over 3 and 8 streams (and 1: no striping) land in issue order. */
+START_TEST(test_tcp_stripes) {
+  setenv("PLANCCL_SOCKET_IFNAME", "lo", 1);
+  static const char *streams[] = {"3", "8", "1"};
+  static stripes_args_t a;
+  for (int i = 0; i < 3; i++) {
+    setenv("PLANCCL_TCP_STREAMS", streams[i], 1);
+    pcl_param_reset();
+    ck_assert_int_eq(pcl_bootstrap_root_create(&a.handle), ncclSuccess);
+    ck_assert_msg(pcl_mp_run_threads(2, stripes_rank, &a, NULL) == 0, "%s streams", streams[i]);
+  }
+  unsetenv("PLANCCL_TCP_STREAMS");
+  pcl_param_reset();
   for (int i = 0; i < 500 && pcl_bootstrap_roots_active() > 0; i++)
     usleep(10000);
   PCL_ASSERT_NO_LEAKS();
@@ -134,6 +154,10 @@ int main(void) {
   if (pcl_ib_device_count() > 0)
     tcase_add_test(tc, test_ib_loopback);
   suite_add_tcase(s, tc);
+  TCase *st = tcase_create("stripes");
+  tcase_set_timeout(st, 120);
+  tcase_add_test(st, test_tcp_stripes);
+  suite_add_tcase(s, st);
   return pcl_test_run_suite(s);
 }
 #endif
