@@ -43,10 +43,13 @@ fi
 
 if [ "${PCL_SKIP_TSAN:-0}" != 1 ]; then
   # The suites of planccl's own threads (bootstrap, junk connections, proxy, group, the handle
-  # cache); test_bootstrap's forking cases are built but left out (label notsan).
-  pcl_log "ThreadSanitizer build of the threaded code's tests"
+  # cache, TCP striping); test_bootstrap's forking cases are built but left out (label notsan).
+  # This build compiles the kernels anyway (nothing here runs them), so it compiles them with
+  # the programmatic-dependent-launch paths (PCL_PDL), which the main build leaves out.
+  pcl_log "ThreadSanitizer build of the threaded code's tests (kernels with PDL paths)"
   mkdir -p build-tsan
-  PCL_BUILD_TARGET=pcl_tsan_tests pcl_build build-tsan -DPCL_TSAN=ON -DCMAKE_BUILD_TYPE=Debug
+  PCL_BUILD_TARGET=pcl_tsan_tests pcl_build build-tsan -DPCL_TSAN=ON -DCMAKE_BUILD_TYPE=Debug \
+    -DPCL_PDL=ON
   (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     ctest --output-on-failure -j "$(nproc)" -L tsan -LE notsan) 2>&1 | tee build-tsan/ctest.log || status=1
   count build-tsan/ctest.log
