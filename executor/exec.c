@@ -457,7 +457,7 @@ static int prog_matches(const prog_t *p, const pcl_plan_t *plan, const pcl_exec_
 }
 
 /* The program of (plan, shape, root); ncclInvalidArgument (WARNed) for a root the plan cannot be
- * relabelled to, which pcl_exec_supported refuses quietly beforehand. */
+ * relabelled to, which pcl_exec_one_supported refuses quietly beforehand. */
 static ncclResult_t prog_get(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec_args_t *a,
                              prog_t **out) {
   const int shift = pcl_plan_root_shift(plan, a->root);
@@ -509,19 +509,25 @@ static pcl_kvariant_t prog_variant(const prog_t *p) {
                       : PCL_KVAR_INTERP;
 }
 
-const char *pcl_exec_kernel(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec_args_t *a) {
+const char *pcl_exec_one_kernel(pcl_exec_ctx_t *c, const pcl_plan_t *plan,
+                                const pcl_exec_args_t *a) {
   prog_t *p;
   if (prog_get(c, plan, a, &p) != ncclSuccess)
     return NULL;
   return pcl_kernels_variant_name(prog_variant(p));
 }
 
-ncclResult_t pcl_exec_prepare(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec_args_t *a) {
+ncclResult_t pcl_exec_one_prepare(pcl_exec_ctx_t *c, const pcl_plan_t *plan,
+                                  const pcl_exec_args_t *a) {
   prog_t *p;
   return prog_get(c, plan, a, &p);
 }
 
-int pcl_exec_supported(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec_args_t *a) {
+uint64_t pcl_exec_scratch_avail(const pcl_exec_ctx_t *c, const pcl_plan_t *plan) {
+  return plan->use_double_scratch_buffer ? 2 * c->half : c->cfg.scratch_bytes;
+}
+
+int pcl_exec_one_supported(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec_args_t *a) {
   prog_t *p;
   int pkt;
   if (plan == NULL || c->cfg.rank >= plan->n_gpus || plan->n_gpus != c->cfg.nranks ||
@@ -532,8 +538,8 @@ int pcl_exec_supported(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec
   return prog_check(c, plan, p, a, &pkt, 1);
 }
 
-ncclResult_t pcl_exec_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec_args_t *a,
-                             cudaStream_t stream) {
+ncclResult_t pcl_exec_one_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan,
+                                 const pcl_exec_args_t *a, cudaStream_t stream) {
   prog_t *p;
   int pkt;
   PCL_CHECK(prog_get(c, plan, a, &p));

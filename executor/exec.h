@@ -165,9 +165,16 @@ typedef struct {
 
 /* 1 when (plan, args) can run here: dtype/op supported, sizes split, element and packet
  * alignment, scratch large enough, zero-copy only with ub, a root the plan can be relabelled
- * to. Deterministic on all ranks given the same (plan, sizes, dtype, op, root, ub != NULL).
- * Builds the program of a new shape (allocates); programs are cached per root as well. */
+ * to. An unregistered allreduce, broadcast or reduce whose scratch would not fit runs as
+ * consecutive calls of the plan on segments of its buffers (pcl_plan_segment_bytes): prepare,
+ * kernel and launch below do the same. Deterministic on all ranks given the same (plan, sizes,
+ * dtype, op, root, ub != NULL). Builds the program of a new shape (allocates); programs are cached
+ * per root as well. */
 int pcl_exec_supported(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan, const pcl_exec_args_t *a);
+
+/* How many consecutive calls of the plan run this call (1: not segmented); see above. */
+uint64_t pcl_exec_segments(const pcl_exec_ctx_t *ctx, const pcl_plan_t *plan,
+                           const pcl_exec_args_t *a);
 
 /* Builds (first call of a shape: allocation + copies, not capturable) or finds the program and
  * launches one kernel (+ one scaling kernel for avg) on `stream`. Graph-capture safe once the

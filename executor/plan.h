@@ -339,17 +339,28 @@ void pcl_plan_tbg_slice(uint64_t bytes, uint32_t align, uint32_t tb_id, uint32_t
 /* Iterations of a PIPELINE op for a layout: ceil(num_chunks * chunk_bytes / unit_size). */
 uint64_t pcl_plan_pipeline_iters(const pcl_plan_layout_t *l, const pcl_plan_op_t *op);
 
-/* 1 when the plan can run a message of `msg_bytes` (see semantics above): inside
- * [min, max], splits into chunks on every rank, every buffer < 4 GiB. 0 otherwise. */
 /* 1 when the plan computes the call's reduction `op` (an ncclRedOp_t): plans that name no
  * reduce_op take the call's op; a plan that names one runs only calls of that op (avg counts as
  * sum, since avg is a sum scaled afterwards). */
 int pcl_plan_accepts_op(const pcl_plan_t *plan, int op);
 
+/* 1 when the plan can run a message of `msg_bytes` (see semantics above): inside
+ * [min, max], splits into chunks on every rank, every buffer < 4 GiB. 0 otherwise. */
 int pcl_plan_size_runnable(const pcl_plan_t *plan, uint64_t msg_bytes);
 
 /* Largest scratch_bytes over all ranks for a message size (0 if not runnable). */
 uint64_t pcl_plan_scratch_bytes(const pcl_plan_t *plan, uint64_t msg_bytes);
+
+/* Segments are multiples of this (every element size divides it). */
+#define PCL_PLAN_SEGMENT_ALIGN (1ull << 20)
+/* An elementwise collective (allreduce, broadcast, reduce: in and out the message's size) can run
+ * a message as consecutive segments of one plan, each an independent call on a sub-range of the
+ * buffers, which bounds the scratch a staged plan needs. Returns the segment size for a scratch
+ * of `avail` bytes: msg_bytes when its scratch fits (one segment); else the largest multiple of
+ * PCL_PLAN_SEGMENT_ALIGN whose scratch fits, evened out so the last segment is as long as it
+ * can be; 0 when msg_bytes is not runnable, the collective is not elementwise, or no segment
+ * (the last included) both fits and is runnable. The same on every rank. */
+uint64_t pcl_plan_segment_bytes(const pcl_plan_t *plan, uint64_t msg_bytes, uint64_t avail);
 
 /* Upper bound of scratch_bytes (all ranks) for every runnable size <= msg_bytes (and within the
  * plan's range), whether or not msg_bytes itself is runnable: for sizing a scratch buffer. */

@@ -162,6 +162,39 @@ uint64_t pcl_plan_scratch_bytes(const pcl_plan_t *plan, uint64_t msg) {
   return total;
 }
 
+/* Fits: runnable and its scratch within avail. */
+static int segment_fits(const pcl_plan_t *plan, uint64_t bytes, uint64_t avail) {
+  uint64_t need = pcl_plan_scratch_bytes(plan, bytes);
+  return pcl_plan_size_runnable(plan, bytes) && need <= avail;
+}
+
+uint64_t pcl_plan_segment_bytes(const pcl_plan_t *plan, uint64_t msg, uint64_t avail) {
+  const uint64_t g = PCL_PLAN_SEGMENT_ALIGN;
+  if (plan == NULL || !pcl_plan_size_runnable(plan, msg))
+    return 0;
+  uint64_t need = pcl_plan_scratch_bytes(plan, msg);
+  if (need <= avail)
+    return msg;
+  if (plan->collective != PCL_PLAN_COLL_ALLREDUCE && plan->collective != PCL_PLAN_COLL_BROADCAST &&
+      plan->collective != PCL_PLAN_COLL_REDUCE)
+    return 0;
+  /* Scratch grows about linearly with the message: start from the proportional share and step
+   * down to a size that fits (a few steps: layouts round chunks to the plan's alignment). */
+  uint64_t s = (uint64_t)((double)msg * ((double)avail / (double)need));
+  s -= s % g;
+  while (s >= g && !segment_fits(plan, s, avail))
+    s -= g;
+  if (s < g)
+    return 0;
+  const uint64_t n = (msg + s - 1) / s;
+  uint64_t even = (msg + n - 1) / n;
+  even = (even + g - 1) / g * g; /* <= s: s is a multiple of g and at least msg / n */
+  if (segment_fits(plan, even, avail))
+    s = even;
+  const uint64_t last = msg - (n - 1) * s;
+  return segment_fits(plan, last, avail) ? s : 0;
+}
+
 uint64_t pcl_plan_scratch_bytes_bound(const pcl_plan_t *plan, uint64_t msg) {
   uint64_t in, out, half, total;
   if (plan == NULL || msg < plan->min_message_size || msg == 0)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * Private to the executor: registered user buffers and windows (exec_userbuf.c) as the program
- * builder and launcher (exec.c) see them. */
+ * builder and launcher (exec.c) see them; one call's program (exec.c) under the segmenting of
+ * exec_segment.c. */
 #ifndef PCL_EXEC_INT_H
 #define PCL_EXEC_INT_H
 
@@ -36,5 +37,17 @@ void pcl_exec_drop_userbuf(pcl_exec_ctx_t *ctx, const pcl_exec_userbuf_t *ub);
 uint64_t pcl_exec_userbuf_peer(const pcl_exec_userbuf_t *ub, int peer, int type);
 /* Its port-channel memory id for input or output, PCL_KABI_NO_MEM when none. */
 uint32_t pcl_exec_userbuf_port_id(const pcl_exec_userbuf_t *ub, int type);
+
+/* exec.h's pcl_exec_supported, _prepare, _kernel and _launch for one segment (the whole call,
+ * when it is not segmented): exec.c. */
+int pcl_exec_one_supported(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan, const pcl_exec_args_t *a);
+ncclResult_t pcl_exec_one_prepare(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan,
+                                  const pcl_exec_args_t *a);
+const char *pcl_exec_one_kernel(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan,
+                                const pcl_exec_args_t *a);
+ncclResult_t pcl_exec_one_launch(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan,
+                                 const pcl_exec_args_t *a, cudaStream_t stream);
+/* The scratch a call of `plan` may use: all of it, or both halves of a double-scratch plan. */
+uint64_t pcl_exec_scratch_avail(const pcl_exec_ctx_t *ctx, const pcl_plan_t *plan);
 
 #endif

@@ -38,18 +38,22 @@ AR_NGPU_MAX, AG_NGPU_MAX, RS_NGPU_MAX = 64 * KIB, 256 * KIB, 256 * KIB
 NEW = dict(blocks=8, threads=512)
 LL2_NGPU = dict(lo=64 * KIB + 1, hi=1 * MIB)
 SIMPLE_AR = dict(blocks=8, threads=1024, lo=16, hi=32 * MIB, priority=-1)
-PIPE_AR = dict(blocks=1, threads=1024, lo=16, hi=128 * MIB, unit=16 * KIB, instances=8,
+# The pipelined allreduce covers every larger size: calls whose scratch would exceed the
+# communicator's run in segments of it (executor/exec_segment.c), so its range ends at 1 GiB.
+PIPE_AR = dict(blocks=1, threads=1024, lo=16, hi=1024 * MIB, unit=16 * KIB, instances=8,
                priority=-2)
 SIMPLE_AG_RS = dict(blocks=8, threads=1024, lo=16, hi=64 * MIB, priority=-1)
 ZERO_COPY_AR = dict(blocks=8, threads=1024, lo=16, hi=64 * MIB, priority=-1)
 BCAST_LL = dict(blocks=8, threads=512, lo=16, hi=256 * KIB)
-BCAST_SIMPLE = dict(blocks=8, threads=1024, lo=16, hi=64 * MIB, priority=-1)
+# Broadcast and reduce are elementwise too: their Simple plans run larger calls in segments.
+BCAST_SIMPLE = dict(blocks=8, threads=1024, lo=16, hi=1024 * MIB, priority=-1)
 # Reduce: the broadcast's shapes (the same traffic, reversed). The Simple root's scratch holds
-# n - 1 inputs, so its range ends where that is what the other Simple plans take (32, 48 and
-# 56 MiB at 2, 4 and 8 ranks), under the communicator's scratch cap (64 MiB, shim/comm_res.c).
+# n - 1 inputs; a plan's layout keeps every buffer under 4 GiB, so at 8 ranks its range ends at
+# 512 MiB. Larger calls run in segments of the communicator's scratch (sized from the plans, up
+# to its 64 MiB cap: shim/comm_res.c).
 REDUCE_LL = dict(BCAST_LL)
 REDUCE_SIMPLE = dict(BCAST_SIMPLE)
-REDUCE_SIMPLE_HI = {2: 32 * MIB, 4: 16 * MIB, 8: 8 * MIB}
+REDUCE_SIMPLE_HI = {2: 1024 * MIB, 4: 1024 * MIB, 8: 512 * MIB}
 RS_LL_2GPU = dict(blocks=8, threads=512, lo=32, hi=256 * KIB)
 # Several nodes (port channels between them): N nodes x G GPUs.
 HIER_AR = [(2, 2), (2, 4), (2, 8), (4, 2)]

@@ -7,6 +7,8 @@
  * every kind also runs under CUDA graphs. With a GPU per rank the ranks also run as processes.
  * Usage: exec_plans [--only thread|proc] [--quick] [--port-kind ce|tcp] [--port-only]
  *   [--filter a,=b,..] (names containing a, or exactly b) [--ranks 2,4,8] [--max-bytes N]
+ *   [--scratch-bytes N] (each rank's scratch, default 64 MiB: smaller runs staged calls in
+ * segments)
  *   [--no-graph] [--no-faults] [--no-latency] [--soak N] (N checked mixed calls per group, and
  *   nothing else)
  * Exits 77 without a GPU; prints one summary row per plan and "N passed, N failed" last. */
@@ -29,7 +31,7 @@ extern "C" {
 #define XP_MAX_FILES 256
 #define XP_MAX_GROUPS 8
 
-xp_opts_t xp_opts = {0, PCL_TRANSPORT_CE, 0, 0, 0, 0, 0, XP_MAX_MSG, NULL, 0};
+xp_opts_t xp_opts = {0, PCL_TRANSPORT_CE, 0, 0, 0, 0, 0, XP_DEFAULT_MSG, NULL, 0, 0};
 
 static int name_selected(const char *name) {
   if (xp_opts.filter == NULL)
@@ -169,7 +171,10 @@ static int summarise(const xp_group_t *g, int *passed, int *failed, int *skipped
                      : simrej              ? "sim-rejects"
                      : fail || pr->note[0] ? "FAIL"
                                            : "ok";
-    printf("%-6s %5d %4d  %-32s %7d %6d  %s\n", mode, g->nranks, g->rpn, pr->name, cases, fail, st);
+    printf("%-6s %5d %4d  %-32s %7d %6d  %s", mode, g->nranks, g->rpn, pr->name, cases, fail, st);
+    if (pr->segmented)
+      printf(" (%d in segments)", pr->segmented);
+    printf("\n");
     if (pr->note[0])
       printf("         %s\n", pr->note);
     if (first[0])
@@ -275,6 +280,8 @@ static int parse(int argc, char **argv, const char **only, const char **ranks) {
       xp_opts.port_kind = strcmp(k, "tcp") ? PCL_TRANSPORT_CE : PCL_TRANSPORT_TCP;
     } else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc)
       xp_opts.max_msg = strtoull(argv[++i], NULL, 0);
+    else if (!strcmp(argv[i], "--scratch-bytes") && i + 1 < argc)
+      xp_opts.scratch_bytes = strtoull(argv[++i], NULL, 0);
     else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
       xp_opts.filter = argv[++i];
     else if (!strcmp(argv[i], "--port-only"))

@@ -8,11 +8,12 @@
 #include <string.h>
 #include "bootstrap.h"
 
-#define XP_MAXR 8                 /* ranks of the largest group */
-#define XP_MAX_PLANS 64           /* plans of one group */
-#define XP_MAX_MSG (1ull << 20)   /* largest message of the case sweep */
-#define XP_BUF_BYTES (2ull << 20) /* device buffer per rank and direction (>= any out_bytes) */
-#define XP_ALT_CALLS 8            /* back-to-back calls of the alternation test */
+#define XP_MAXR 8                   /* ranks of the largest group */
+#define XP_MAX_PLANS 64             /* plans of one group */
+#define XP_DEFAULT_MSG (1ull << 20) /* largest message of the case sweep by default */
+#define XP_MAX_MSG (8ull << 20)     /* --max-bytes at most (segmented calls need a few MiB) */
+#define XP_BUF_BYTES (16ull << 20)  /* device buffer per rank and direction (>= any out_bytes) */
+#define XP_ALT_CALLS 8              /* back-to-back calls of the alternation test */
 enum { XP_ALT_EAGER, XP_ALT_TWO, XP_ALT_GRAPH, XP_ALT_MODES };
 #define XP_ALT_MAX (128ull << 10) /* their largest message */
 #define XP_GRAPH_REPLAYS 50
@@ -43,6 +44,9 @@ typedef struct {
   uint64_t max_msg;
   const char *filter; /* comma-separated substrings of plan names; NULL = every plan */
   int ngpus;
+  /* Each rank's scratch (--scratch-bytes; 0: 64 MiB). Smaller makes staged calls run in
+   * segments (executor/exec_segment.c). */
+  uint64_t scratch_bytes;
 } xp_opts_t;
 extern xp_opts_t xp_opts;
 
@@ -51,6 +55,7 @@ typedef struct {
   char name[64];
   int cases, pass, fail, skip, refused;
   int simrej;           /* cases whose plan the simulator rejects (conformance plans only) */
+  int segmented;        /* cases run as several calls (pcl_exec_segments) */
   char note[240];       /* why it was refused or stopped */
   char first_fail[400]; /* the first wrong case */
 } xp_plan_res_t;

@@ -10,7 +10,7 @@
 #include "memchan.h"
 #include "portchan.h"
 
-#define XR_SCRATCH_BYTES (64ull << 20)
+#define XR_SCRATCH_BYTES (xp_opts.scratch_bytes ? xp_opts.scratch_bytes : (64ull << 20))
 
 typedef struct {
   xp_group_t *g;
@@ -43,8 +43,9 @@ typedef struct {
 
 /* What the sweep learnt about a plan, for the graph test. */
 typedef struct {
-  xr_case_t first_ok; /* the first case that passed (its ub is stale: registered anew) */
-  int have_ok;
+  xr_case_t first_ok; /* the first case that passed, the first segmented one if any (its ub is
+                       * stale: registered anew) */
+  int have_ok, ok_segmented;
   unsigned kinds; /* 1u << XP_KIND_* */
   int zerocopy;
 } plan_info_t;

@@ -175,6 +175,28 @@ START_TEST(test_scratch_bound) {
 }
 END_TEST
 
+/* ar2_simple stages one chunk (half the message) in scratch, up to 1 GiB. */
+START_TEST(test_segments) {
+  pcl_plan_t *p = load_ok("good/ar2_simple.json");
+  const uint64_t M = 1u << 20;
+  ck_assert_uint_eq(pcl_plan_scratch_bytes(p, 64 * M), 32 * M);
+  ck_assert_uint_eq(pcl_plan_segment_bytes(p, 4 * M, 4 * M), 4 * M); /* fits: one segment */
+  ck_assert_uint_eq(pcl_plan_segment_bytes(p, 64 * M, 8 * M), 16 * M);
+  /* 67 MiB in 8 MiB of scratch: at most 16 MiB a segment, so 5 of them, evened out to 14 MiB
+   * (the last 11 MiB) rather than four of 16 and a last of 3. */
+  ck_assert_uint_eq(pcl_plan_segment_bytes(p, 67 * M, 8 * M), 14 * M);
+  ck_assert_uint_eq(pcl_plan_segment_bytes(p, 64 * M, M / 4), 0); /* no aligned segment fits */
+  ck_assert_uint_eq(pcl_plan_segment_bytes(p, 3, 8 * M), 0);      /* not runnable */
+  /* Only elementwise collectives split: an allgather's chunks interleave the ranks' parts. */
+  p->collective = PCL_PLAN_COLL_ALLGATHER;
+  ck_assert_uint_eq(pcl_plan_segment_bytes(p, 64 * M, 8 * M), 0);
+  p->collective = PCL_PLAN_COLL_BROADCAST;
+  ck_assert_uint_eq(pcl_plan_segment_bytes(p, 64 * M, 8 * M), 16 * M);
+  pcl_plan_destroy(p);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("plan_layout");
   TCase *tc = tcase_create("core");
@@ -185,6 +207,7 @@ int main(void) {
   tcase_add_test(tc, test_tbg_slice);
   tcase_add_test(tc, test_pipeline_iters);
   tcase_add_test(tc, test_scratch_bound);
+  tcase_add_test(tc, test_segments);
   suite_add_tcase(s, tc);
   return pcl_test_run_suite(s);
 }
