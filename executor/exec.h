@@ -172,9 +172,11 @@ typedef struct {
  * per root as well. */
 int pcl_exec_supported(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan, const pcl_exec_args_t *a);
 
-/* How many consecutive calls of the plan run this call (1: not segmented); see above. */
+/* How many consecutive calls of the plan run this call (1: not segmented; see above), each of
+ * *seg_bytes (may be NULL) but the last, which holds the rest. Each segment reduces in its own
+ * chunks' order, so a float result may differ in rounding from the unsegmented plan's. */
 uint64_t pcl_exec_segments(const pcl_exec_ctx_t *ctx, const pcl_plan_t *plan,
-                           const pcl_exec_args_t *a);
+                           const pcl_exec_args_t *a, uint64_t *seg_bytes);
 
 /* Builds (first call of a shape: allocation + copies, not capturable) or finds the program and
  * launches one kernel (+ one scaling kernel for avg) on `stream`. Graph-capture safe once the

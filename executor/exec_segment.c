@@ -41,9 +41,11 @@ static pcl_exec_args_t seg_args(const pcl_exec_args_t *a, const segs_t *s, uint6
 }
 
 uint64_t pcl_exec_segments(const pcl_exec_ctx_t *c, const pcl_plan_t *plan,
-                           const pcl_exec_args_t *a) {
+                           const pcl_exec_args_t *a, uint64_t *seg_bytes) {
   segs_t s;
   segs_of(c, plan, a, &s);
+  if (seg_bytes != NULL)
+    *seg_bytes = s.seg;
   return s.count;
 }
 

@@ -136,6 +136,8 @@ typedef struct {
 } pcl_sim_capture_t;
 
 typedef void (*pcl_sim_capture_fn)(void *arg, const pcl_sim_capture_t *cap);
+/* Fills rank's input of call `call` (in_bytes) instead of the generated inputs. */
+typedef void (*pcl_sim_input_fn)(void *arg, int call, int rank, uint8_t *buf, uint64_t bytes);
 
 #define PCL_SIM_MAX_SIZES 64
 
@@ -161,6 +163,10 @@ typedef struct {
   int rounding_inputs;        /* 1: float inputs that make reductions round (see Inputs) */
   pcl_sim_capture_fn capture; /* optional: called once per rank and call (see above) */
   void *capture_arg;
+  /* Optional: the caller's inputs (e.g. a slice of another call's, to check one segment of a
+   * call the executor splits); the check against the collective's definition uses them too. */
+  pcl_sim_input_fn input;
+  void *input_arg;
 } pcl_sim_opts_t;
 
 typedef struct {

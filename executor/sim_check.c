@@ -75,6 +75,10 @@ static void gen_rounding(sim_t *s, uint64_t st, uint8_t *buf, uint64_t n) {
 }
 
 void sim_gen_input(sim_t *s, int call, int rank, uint8_t *buf, uint64_t bytes) {
+  if (s->opts->input != NULL) {
+    s->opts->input(s->opts->input_arg, call, rank, buf, bytes);
+    return;
+  }
   uint64_t st = mix(s->seed * 0x100000001b3ull ^ mix((uint64_t)call << 20 ^ (uint64_t)rank));
   int is_float = pcl_dtype_is_float(s->dt);
   int red = reduces(s->plan->collective);

@@ -100,6 +100,63 @@ static void capture(void *arg, const pcl_sim_capture_t *cap) {
   x->seen[rank]++;
 }
 
+/* One segment of a segmented case: its inputs are the whole case's slice at off, its outputs
+ * go to the same slice of the reference. */
+typedef struct {
+  xp_ref_t *x;
+  uint64_t off;
+  int seen[XP_MAXR];
+} seg_ref_t;
+
+static void seg_input(void *arg, int call, int rank, uint8_t *buf, uint64_t bytes) {
+  (void)call;
+  const seg_ref_t *s = (const seg_ref_t *)arg;
+  if (rank >= 0 && rank < XP_MAXR && s->off + bytes <= s->x->cap)
+    memcpy(buf, s->x->in[rank] + s->off, bytes);
+}
+
+static void seg_capture(void *arg, const pcl_sim_capture_t *cap) {
+  seg_ref_t *s = (seg_ref_t *)arg;
+  if (cap->rank < 0 || cap->rank >= XP_MAXR || s->off + cap->out_bytes > s->x->cap)
+    return;
+  memcpy(s->x->want[cap->rank] + s->off, cap->output, cap->out_bytes);
+  s->seen[cap->rank]++;
+}
+
+/* Replaces the whole case's outputs by each segment's, simulated on the slices of its inputs. */
+static void reference_segments(const pcl_plan_t *pl, const xr_case_t *c, pcl_sim_opts_t *o,
+                               xp_ref_t *x) {
+  pcl_sim_result_t *res = (pcl_sim_result_t *)calloc(1, sizeof(*res));
+  seg_ref_t s;
+  for (uint64_t k = 0; res != NULL && x->verdict == PCL_SIM_PASS && k < c->nseg; k++) {
+    memset(&s, 0, sizeof(s));
+    s.x = x;
+    s.off = k * c->seg;
+    uint64_t len = k + 1 == c->nseg ? c->msg - s.off : c->seg;
+    o->sizes = &len;
+    o->input = seg_input;
+    o->input_arg = &s;
+    o->capture = seg_capture;
+    o->capture_arg = &s;
+    if (pcl_sim_run(pl, o, res) != ncclSuccess || res->verdict != PCL_SIM_PASS) {
+      x->verdict = res->verdict == PCL_SIM_PASS ? PCL_SIM_ERROR : res->verdict;
+      char what[48];
+      snprintf(what, sizeof(what), "segment %llu: ", (unsigned long long)k);
+      xp_copy(x->msg, sizeof(x->msg), what);
+      xp_copy(x->msg + strlen(x->msg), sizeof(x->msg) - strlen(x->msg), res->message);
+    }
+    for (int r = 0; x->verdict == PCL_SIM_PASS && r < pl->n_gpus; r++)
+      if (s.seen[r] != 1) {
+        x->verdict = PCL_SIM_ERROR;
+        snprintf(x->msg, sizeof(x->msg), "segment %llu: the simulator reported rank %d %d times",
+                 (unsigned long long)k, r, s.seen[r]);
+      }
+  }
+  if (res == NULL)
+    x->verdict = PCL_SIM_ERROR;
+  free(res);
+}
+
 void xr_reference(const pcl_plan_t *pl, const xr_case_t *c, uint64_t seed, xp_ref_t *x) {
   memset(x->seen, 0, sizeof(x->seen));
   x->msg[0] = '\0';
@@ -131,6 +188,8 @@ void xr_reference(const pcl_plan_t *pl, const xr_case_t *c, uint64_t seed, xp_re
       }
   }
   free(res);
+  if (x->verdict == PCL_SIM_PASS && c->nseg > 1)
+    reference_segments(pl, c, &o, x);
 }
 
 /* ---- buffers and comparison ---- */

@@ -39,6 +39,9 @@ typedef struct {
   int root;       /* broadcast, reduce: any root (the executor relabels the plan's rank 0) */
   uint32_t shift; /* bytes added to both device buffers: element-aligned, not word-aligned */
   const pcl_exec_userbuf_t *ub; /* registered buffers (zero-copy / port plans), else NULL */
+  /* The executor runs it as nseg calls of seg bytes (the last the rest): pcl_exec_segments.
+   * Each reduces in its own chunks' order, so the reference is simulated per segment. */
+  uint64_t nseg, seg;
 } xr_case_t;
 
 /* What the sweep learnt about a plan, for the graph test. */

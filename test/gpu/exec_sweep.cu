@@ -258,7 +258,8 @@ int xs_run_plan(xr_t *R, const pcl_plan_t *pl, xp_plan_res_t *pr, plan_info_t *i
               continue;
             }
             int pass0 = pr->pass;
-            const int segmented = pcl_exec_segments(R->ctx[0], pl, &a) > 1;
+            c.nseg = pcl_exec_segments(R->ctx[0], pl, &a, &c.seg);
+            const int segmented = c.nseg > 1;
             pr->segmented += segmented;
             if (xs_one_case(R, &c, (*seed)++, pr, &kerr))
               return 1;
