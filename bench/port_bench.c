@@ -221,22 +221,10 @@ static int latency(rank_t *r, shared_t *sh) {
  * thread hand-offs, no staging. The port channel's latency minus this is planccl's share. */
 #define FLOOR_TAG 7701
 static int tcp_floor(rank_t *r, shared_t *sh) {
-  int fd = -1, lfd = -1, rc = -1;
+  int fd = -1, rc = -1;
   pcl_socket_wait_t w = pcl_socket_wait_default(NULL, "planccl-portbench: plain TCP floor");
-  if (r->rank == 0) {
-    char ifname[64];
-    pcl_sockaddr_t local, bound;
-    if (pcl_socket_find_interface(ifname, sizeof(ifname), &local) != ncclSuccess ||
-        pcl_socket_listen(&local, &lfd, &bound) != ncclSuccess ||
-        pcl_bootstrap_send(r->b, 1, FLOOR_TAG, &bound, sizeof(bound)) != ncclSuccess ||
-        pcl_socket_accept(lfd, &w, &fd) != ncclSuccess)
-      goto out;
-  } else {
-    pcl_sockaddr_t addr;
-    if (pcl_bootstrap_recv(r->b, 0, FLOOR_TAG, &addr, sizeof(addr)) != ncclSuccess ||
-        pcl_socket_connect(&addr, &w, &fd) != ncclSuccess)
-      goto out;
-  }
+  if (port_floor_connect(r->b, r->rank, FLOOR_TAG, &fd, 1) != 0)
+    return -1;
   for (int it = 0; it < r->o->lat_iters; it++) {
     uint64_t v = (uint64_t)it, got = ~0ull;
     double t0 = now_us();
@@ -255,7 +243,6 @@ static int tcp_floor(rank_t *r, shared_t *sh) {
   rc = 0;
 out:
   pcl_socket_close(&fd);
-  pcl_socket_close(&lfd);
   return rc;
 }
 

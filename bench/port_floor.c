@@ -55,30 +55,38 @@ static int floor_move(int *fds, int nsock, char *buf, size_t bytes, int send) {
   return started == nsock ? rc : -1;
 }
 
-double port_floor_bw(pcl_bootstrap_t *b, int rank, void *buf, size_t bytes, int nsock, int reps) {
-  int fds[FLOOR_MAX_SOCKS], lfd = -1, nfd = 0;
-  double best = -1;
-  if (nsock < 1 || nsock > FLOOR_MAX_SOCKS)
-    return -1;
-  pcl_socket_wait_t w = pcl_socket_wait_default(NULL, "planccl-portbench: plain TCP bandwidth");
+int port_floor_connect(pcl_bootstrap_t *b, int rank, int tag, int *fds, int nsock) {
+  int lfd = -1, n = 0;
+  pcl_socket_wait_t w = pcl_socket_wait_default(NULL, "planccl-portbench: plain TCP setup");
   if (rank == 1) {
     char ifname[64];
     pcl_sockaddr_t local, bound;
-    if (pcl_socket_find_interface(ifname, sizeof(ifname), &local) != ncclSuccess ||
-        pcl_socket_listen(&local, &lfd, &bound) != ncclSuccess ||
-        pcl_bootstrap_send(b, 0, FLOOR_BW_TAG, &bound, sizeof(bound)) != ncclSuccess)
-      goto out;
-    for (; nfd < nsock; nfd++)
-      if (pcl_socket_accept(lfd, &w, &fds[nfd]) != ncclSuccess)
-        goto out;
+    if (pcl_socket_find_interface(ifname, sizeof(ifname), &local) == ncclSuccess &&
+        pcl_socket_listen(&local, &lfd, &bound) == ncclSuccess &&
+        pcl_bootstrap_send(b, 0, tag, &bound, sizeof(bound)) == ncclSuccess)
+      while (n < nsock && pcl_socket_accept(lfd, &w, &fds[n]) == ncclSuccess)
+        n++;
   } else {
     pcl_sockaddr_t addr;
-    if (pcl_bootstrap_recv(b, 1, FLOOR_BW_TAG, &addr, sizeof(addr)) != ncclSuccess)
-      goto out;
-    for (; nfd < nsock; nfd++)
-      if (pcl_socket_connect(&addr, &w, &fds[nfd]) != ncclSuccess)
-        goto out;
+    if (pcl_bootstrap_recv(b, 1, tag, &addr, sizeof(addr)) == ncclSuccess)
+      while (n < nsock && pcl_socket_connect(&addr, &w, &fds[n]) == ncclSuccess)
+        n++;
   }
+  pcl_socket_close(&lfd);
+  if (n == nsock)
+    return 0;
+  for (int i = 0; i < n; i++)
+    pcl_socket_close(&fds[i]);
+  return -1;
+}
+
+double port_floor_bw(pcl_bootstrap_t *b, int rank, void *buf, size_t bytes, int nsock, int reps) {
+  int fds[FLOOR_MAX_SOCKS];
+  double best = -1;
+  if (nsock < 1 || nsock > FLOOR_MAX_SOCKS ||
+      port_floor_connect(b, rank, FLOOR_BW_TAG, fds, nsock) != 0)
+    return -1;
+  pcl_socket_wait_t w = pcl_socket_wait_default(NULL, "planccl-portbench: plain TCP bandwidth");
   best = 0;
   for (int r = 0; r < reps; r++) {
     char ack = 1;
@@ -98,9 +106,7 @@ double port_floor_bw(pcl_bootstrap_t *b, int rank, void *buf, size_t bytes, int 
     if (rank == 0 && gbs > best)
       best = gbs;
   }
-out:
-  for (int i = 0; i < nfd; i++)
+  for (int i = 0; i < nsock; i++)
     pcl_socket_close(&fds[i]);
-  pcl_socket_close(&lfd);
   return best;
 }

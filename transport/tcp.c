@@ -362,25 +362,27 @@ static ncclResult_t out_room(tcp_conn_t *c, size_t n) {
   return c->out_len + n <= c->s[0].stage_bytes ? ncclSuccess : out_drain(c);
 }
 
-/* A large put in parts: parts 1.. go to the streams' senders, part 0 leaves from here. Every
- * part is fenced behind what was issued before the put, none behind another part. */
-static ncclResult_t put_striped(tcp_conn_t *c, const char *s, int is_device, uint32_t mem_id,
-                                uint64_t doff, uint64_t bytes) {
-  uint64_t part = (bytes + (uint64_t)c->nstreams - 1) / (uint64_t)c->nstreams;
+/* A large put in `parts` parts (1: all on stream 0): parts 1.. go to the streams' senders, part
+ * 0 leaves from here. Every part is fenced behind what was issued before the put, none behind
+ * another part. */
+static ncclResult_t put_parts(tcp_conn_t *c, const char *s, int is_device, uint32_t mem_id,
+                              uint64_t doff, uint64_t bytes, int parts) {
+  uint64_t part = (bytes + (uint64_t)parts - 1) / (uint64_t)parts;
   part = (part + TCP_STRIPE_PART - 1) / TCP_STRIPE_PART * TCP_STRIPE_PART;
-  tcp_hdr_t h0 = hdr_make(c, TCP_MSG_PUT, mem_id, doff, part < bytes ? part : bytes);
-  for (int k = 1; k < c->nstreams && (uint64_t)k * part < bytes; k++) {
+  tcp_job_t j0 = {.h = hdr_make(c, TCP_MSG_PUT, mem_id, doff, part < bytes ? part : bytes),
+                  .src = s,
+                  .is_device = is_device};
+  for (int k = 1; k < parts && (uint64_t)k * part < bytes; k++) {
     const uint64_t at = (uint64_t)k * part;
-    tcp_job_t j = {.h = h0, .src = s + at, .is_device = is_device};
+    tcp_job_t j = j0;
+    j.src = s + at;
     j.h.off = doff + at;
     j.h.arg = bytes - at < part ? bytes - at : part;
     PCL_CHECK(pcl_tcp_tx_queue(&c->s[k], &j));
     c->s[k].issued++;
   }
   c->s[0].issued++;
-  PCL_CHECK(pcl_tcp_send_all(&c->s[0], &h0, sizeof(h0)));
-  return is_device ? pcl_tcp_send_device(&c->s[0], s, h0.arg)
-                   : pcl_tcp_send_all(&c->s[0], s, h0.arg);
+  return pcl_tcp_send_job(&c->s[0], &j0);
 }
 
 static ncclResult_t tcp_put(void *conn, const pcl_mem_local_t *src, uint64_t so,
@@ -411,14 +413,8 @@ static ncclResult_t tcp_put(void *conn, const pcl_mem_local_t *src, uint64_t so,
   }
   /* Large: what waits goes first (issue order), then this put from its source. */
   PCL_CHECK(out_drain(c));
-  if (c->nstreams > 1 && bytes >= TCP_STRIPE_MIN)
-    return put_striped(c, s, src->is_device, dst->mem_id, doff, bytes);
-  tcp_hdr_t h = hdr_make(c, TCP_MSG_PUT, dst->mem_id, doff, bytes);
-  s0->issued++;
-  PCL_CHECK(pcl_tcp_send_all(s0, &h, sizeof(h)));
-  if (!src->is_device)
-    return pcl_tcp_send_all(s0, s, bytes);
-  return pcl_tcp_send_device(s0, s, bytes);
+  return put_parts(c, s, src->is_device, dst->mem_id, doff, bytes,
+                   bytes >= TCP_STRIPE_MIN ? c->nstreams : 1);
 }
 
 /* A signal leaves at once on stream 0, with whatever waits before it in the outbox. */

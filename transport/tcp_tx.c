@@ -102,8 +102,7 @@ void pcl_tcp_tx_stop(tcp_stream_t *st) {
   pthread_mutex_unlock(&st->lock);
 }
 
-/* Sends one part: its header, then its bytes from host memory or staged from the device. */
-static ncclResult_t tx_send_job(tcp_stream_t *st, const tcp_job_t *j) {
+ncclResult_t pcl_tcp_send_job(tcp_stream_t *st, const tcp_job_t *j) {
   PCL_CHECK(pcl_tcp_send_all(st, &j->h, sizeof(j->h)));
   if (!j->is_device)
     return pcl_tcp_send_all(st, j->src, j->h.arg);
@@ -127,7 +126,7 @@ void *pcl_tcp_tx_main(void *arg) {
     /* After a failure (or a stop) the queue is only drained: the proxy reports the error. */
     if (atomic_load_explicit(&c->tx_error, memory_order_acquire) == ncclSuccess &&
         !atomic_load_explicit(&c->stop, memory_order_relaxed)) {
-      ncclResult_t res = tx_send_job(st, &j);
+      ncclResult_t res = pcl_tcp_send_job(st, &j);
       int none = ncclSuccess;
       if (res != ncclSuccess)
         atomic_compare_exchange_strong(&c->tx_error, &none, (int)res);

@@ -40,7 +40,7 @@ typedef struct {
   uint32_t after[TCP_MAX_STREAMS];
 } tcp_hdr_t;
 
-/* One part of a striped put, queued to a stream's sender thread. */
+/* One put or part of a striped put: what a stream sends (queued to a sender thread on 1..). */
 typedef struct {
   tcp_hdr_t h;
   const char *src;
@@ -106,6 +106,9 @@ void pcl_tcp_tx_stop(tcp_stream_t *st);
  * every copy queued has ended when this returns. */
 ncclResult_t pcl_tcp_send_device(tcp_stream_t *st, const char *s, uint64_t bytes);
 ncclResult_t pcl_tcp_send_all(tcp_stream_t *st, const void *buf, size_t n);
+/* A put's header, then its bytes from host memory or staged from the device (the proxy thread
+ * on stream 0, a sender thread on the others). */
+ncclResult_t pcl_tcp_send_job(tcp_stream_t *st, const tcp_job_t *job);
 /* A connection thread's start: its log identity and the connection's device. */
 void pcl_tcp_thread_enter(const tcp_conn_t *c);
 /* Blocking copy on one of the device's staging streams. */
