@@ -76,6 +76,7 @@ void pcl_comm_res_destroy(struct pcl_comm_pcl *p, int abort) {
   cudaDeviceSynchronize();
   pcl_comm_wins_destroy(p); /* views, windows and pairs hold programs and mappings of the context */
   pcl_comm_regs_destroy(p);
+  pcl_comm_auto_destroy(p);
   pcl_exec_ctx_destroy(p->exec);
   pcl_portchan_destroy(p->portchan); /* before the memory channels that map its semaphores */
   pcl_memchan_destroy(p->memchan);
@@ -239,6 +240,7 @@ ncclResult_t pcl_comm_res_create(pcl_bootstrap_t *boot, int cuda_dev, struct pcl
   PCL_CHECK_GOTO(create_executor(p, &go, why, whylen), res, fail_comm);
   if (!go)
     goto passthrough;
+  PCL_CHECK_GOTO(pcl_comm_auto_setup(p), res, fail_comm);
   size_t chan_bytes = 2 * (size_t)p->nranks * (size_t)layout.nmem * 8;
   PCL_INFO(PCL_LOG_INIT | PCL_LOG_SHIM,
            "rank %d/%d dev %d: planccl ready (%d hosts x %d ranks, %d port channels per peer): "

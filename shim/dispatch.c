@@ -198,24 +198,31 @@ static void decide(struct ncclComm *c, const struct pcl_coll_args *a, int inplac
  * windows, or the pair of ncclCommRegister'ed buffers, exchanged at its first such call. The
  * exchange is collective: every rank reaches the same verdict from values all ranks share (the
  * registered decision's plan, pcl_dcache_entry.zc), and none runs inside a group (one thread
- * may drive several ranks) or a stream capture (a capture uses what was exchanged before it). */
-static struct pcl_exec_userbuf *registration(struct ncclComm *c, const struct pcl_coll_args *a,
-                                             int inplace) {
+ * may drive several ranks) or a stream capture (a capture uses what was exchanged before it).
+ * With automatic registration on, every call of its sizes then takes part in a vote (comm_auto.c)
+ * that decides, alike on every rank, which registration the call runs with, if any. */
+static ncclResult_t registration(struct ncclComm *c, const struct pcl_coll_args *a, int inplace,
+                                 uint64_t msg_bytes, struct pcl_exec_userbuf **out) {
   struct pcl_comm_pcl *p = c->pcl;
   struct extents x;
+  *out = NULL;
   if (!call_extents(c, a, inplace, &x))
-    return NULL;
+    return ncclSuccess;
   struct pcl_exec_userbuf *ub =
       p->wins != NULL ? pcl_comm_win_view(p, a, x.in, x.out, x.in_step, x.out_step) : NULL;
   int candidate = 0;
-  if (ub != NULL || p->regs == NULL ||
-      (ub = pcl_comm_reg_find(p, a, x.in, x.out, &candidate)) != NULL || !candidate ||
-      pcl_group_depth() > 0)
-    return ub;
+  const int grouped = pcl_group_depth() > 0;
   enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(a->stream, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone)
-    return NULL;
-  return pcl_comm_reg_exchange(p, a, x.in, x.out);
+  if (ub == NULL && p->regs != NULL &&
+      (ub = pcl_comm_reg_find(p, a, x.in, x.out, &candidate)) == NULL && candidate && !grouped &&
+      cudaStreamIsCapturing(a->stream, &cap) == cudaSuccess && cap == cudaStreamCaptureStatusNone)
+    ub = pcl_comm_reg_exchange(p, a, x.in, x.out);
+  *out = ub;
+  if (!pcl_comm_auto_applies(p, msg_bytes))
+    return ncclSuccess;
+  const int can = !grouped && cudaStreamIsCapturing(a->stream, &cap) == cudaSuccess &&
+                  cap == cudaStreamCaptureStatusNone;
+  return pcl_comm_auto_agree(p, &c->abort_flag, a, x.in, x.out, can, out);
 }
 
 /* Cache miss: decide, ask the executor, remember. */
@@ -328,9 +335,10 @@ ncclResult_t pcl_dispatch(const struct pcl_coll_args *a) {
     key ^= (uint64_t)(uint32_t)a->root << 48;
   struct pcl_dcache_entry *e = lookup(c, a, inplace, tag, key);
   struct pcl_coll_args with_ub;
-  if (e->zc && (c->pcl->wins != NULL || c->pcl->regs != NULL) &&
-      (with_ub.ub = registration(c, a, inplace)) != NULL) {
-    struct pcl_exec_userbuf *ub = with_ub.ub;
+  struct pcl_exec_userbuf *ub = NULL;
+  if (e->zc && (c->pcl->wins != NULL || c->pcl->regs != NULL || c->pcl->autoreg != NULL))
+    PCL_CHECK(registration(c, a, inplace, e->d.msg_bytes, &ub));
+  if (ub != NULL) {
     with_ub = *a;
     with_ub.ub = ub;
     a = &with_ub;
@@ -343,7 +351,12 @@ ncclResult_t pcl_dispatch(const struct pcl_coll_args *a) {
   case PCL_PATH_PLAN:
     if (pcl_group_depth() > 0)
       return pcl_group_enqueue(a, &e->d);
-    return pcl_dispatch_launch(a, &e->d);
+    if (ub == NULL)
+      return pcl_dispatch_launch(a, &e->d);
+    ncclResult_t res = pcl_dispatch_launch(a, &e->d);
+    if (res == ncclSuccess)
+      pcl_comm_auto_launched(c->pcl, a->stream);
+    return res;
   case PCL_PATH_NCCL:
     if (pcl_group_depth() > 0)
       PCL_CHECK(pcl_group_note_forward(a));

@@ -101,6 +101,19 @@ const pcl_mem_desc_t *pcl_mem_reg_desc(const pcl_mem_reg_t *reg);
  * imported keep a valid mapping until they close it. */
 void pcl_mem_dereg(pcl_mem_reg_t *reg);
 
+/* ---- identity ---------------------------------------------------------------------------- */
+
+typedef struct {
+  uint64_t digest; /* changes when an allocation behind the buffer is freed, remade or remapped */
+  int kind;        /* what pcl_mem_reg would make of it: PCL_MEM_KIND_CUDA_IPC, _CUMEM_FD (every
+                    * mapping has a POSIX-fd handle type), _PROCESS; 0: not one device buffer */
+  int nalloc;      /* allocations (mappings) behind it */
+} pcl_mem_identity_t;
+
+/* Local and cheap (two or three driver queries per allocation, no export): the allocations
+ * behind [ptr, ptr + bytes). kind 0 for host memory, holes and ranges past their allocation. */
+ncclResult_t pcl_mem_identity(const void *ptr, size_t bytes, pcl_mem_identity_t *out);
+
 /* ---- import (peer side) ---------------------------------------------------------------------- */
 
 typedef struct pcl_mem_import pcl_mem_import_t;

@@ -37,8 +37,9 @@ struct pcl_comm_pcl {
   int net;                 /* pcl_transport_kind_t between hosts; 0 (NONE) on one host */
   int kernel_error_logged; /* the refusal after a kernel error was WARNed (atomic exchange) */
   size_t scratch_bytes;
-  struct pcl_comm_wins *wins; /* comm_win.c; NULL until the first window */
-  struct pcl_comm_regs *regs; /* comm_reg.c; NULL until the first ncclCommRegister */
+  struct pcl_comm_wins *wins;    /* comm_win.c; NULL until the first window */
+  struct pcl_comm_regs *regs;    /* comm_reg.c; NULL until the first ncclCommRegister */
+  struct pcl_comm_auto *autoreg; /* comm_auto.c; NULL unless automatic registration is on */
 };
 
 /* Collective over `boot` (ownership passes to this function, whatever it returns): topology,
@@ -90,6 +91,29 @@ struct pcl_exec_userbuf *pcl_comm_reg_find(struct pcl_comm_pcl *p, const struct 
 struct pcl_exec_userbuf *pcl_comm_reg_exchange(struct pcl_comm_pcl *p,
                                                const struct pcl_coll_args *a, uint64_t in_bytes,
                                                uint64_t out_bytes);
+
+/* ---- comm_auto.c: automatic registration of ordinary buffers (PLANCCL_AUTO_REG) ---- */
+
+/* Collective at setup, after the executor: agrees whether the communicator registers buffers
+ * automatically (every rank the same setting, one host, one rank per process) and maps the vote
+ * board. Off (p->autoreg NULL) on every rank alike; an error only when a bootstrap step failed. */
+ncclResult_t pcl_comm_auto_setup(struct pcl_comm_pcl *p);
+/* Drops every pair (waiting for its last kernel) and the board. NULL table ok. */
+void pcl_comm_auto_destroy(struct pcl_comm_pcl *p);
+/* 1 when a call of msg_bytes (the same on every rank) votes: such calls must all reach
+ * pcl_comm_auto_agree, on every rank. */
+int pcl_comm_auto_applies(const struct pcl_comm_pcl *p, uint64_t msg_bytes);
+/* Collective, one round per applicable call: *ub holds this rank's explicit registration (window
+ * view or ncclCommRegister pair) or NULL on entry, and on return what the call runs with,
+ * decided alike on every rank: the explicit one, an automatic one (exchanged now or earlier), or
+ * NULL (unregistered). can = 0: this rank cannot register now (capture, group). An error after
+ * a failed round (a peer that never came, an abort): every later applicable call fails too. */
+ncclResult_t pcl_comm_auto_agree(struct pcl_comm_pcl *p, const volatile uint32_t *abort_flag,
+                                 const struct pcl_coll_args *a, uint64_t in_bytes,
+                                 uint64_t out_bytes, int can, struct pcl_exec_userbuf **ub);
+/* After the launch of a call that pcl_comm_auto_agree gave an automatic registration: marks the
+ * pair's last use on `stream`, which dropping it waits for. */
+void pcl_comm_auto_launched(struct pcl_comm_pcl *p, cudaStream_t stream);
 
 /* ---- plans_dir.c ---- */
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include "mp_launch.h"
 
 typedef struct {
   int arrived, generation;
@@ -97,6 +98,93 @@ static inline void shim_mp_logs(char log[][256], int nranks, int failed) {
     }
     unlink(log[r]);
   }
+}
+
+#define SHIM_MP_POISON -7.0f /* what a forwarded call leaves in an out-of-place output */
+
+/* d[i] = v + (i % 7). */
+static inline int shim_mp_fill(float *d, size_t n, float v) {
+  float *h = (float *)malloc(n * sizeof(float));
+  if (h == NULL)
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    h[i] = v + (float)(i % 7);
+  int ok = cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess;
+  free(h);
+  return ok;
+}
+
+/* 1 when d[i] == v + (i % 7) * k for all i (k = 0: d[i] == v). */
+static inline int shim_mp_holds(const float *d, size_t n, float v, float k) {
+  float *h = (float *)malloc(n * sizeof(float));
+  int ok = h != NULL && cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess;
+  for (size_t i = 0; ok && i < n; i++)
+    ok = h[i] == v + (float)(i % 7) * k;
+  free(h);
+  return ok;
+}
+
+/* A 2-rank float sum of (rank + 1) + (i % 7), 3 + 2 (i % 7): want_planned = 1 checks that sum,
+ * 0 that the call was forwarded to the fake NCCL, which computes nothing (the output keeps
+ * SHIM_MP_POISON, or in place the input). */
+static inline int shim_mp_allreduce_checked(ncclComm_t comm, float *in, float *out, size_t n,
+                                            cudaStream_t s, int rank, int want_planned) {
+  if (!shim_mp_fill(in, n, (float)(rank + 1)) ||
+      (in != out && !shim_mp_fill(out, n, SHIM_MP_POISON)))
+    return 0;
+  if (ncclAllReduce(in, out, n, ncclFloat, ncclSum, comm, s) != ncclSuccess ||
+      cudaStreamSynchronize(s) != cudaSuccess)
+    return 0;
+  if (want_planned)
+    return shim_mp_holds(out, n, 3.0f, 2.0f);
+  return in == out ? shim_mp_holds(out, n, (float)(rank + 1), 1)
+                   : shim_mp_holds(out, n, SHIM_MP_POISON, 1);
+}
+
+/* A temporary plan directory at dir (len >= 64) holding links to the source tree's plans/<files>
+ * (PCL_SOURCE_DIR, else the tree the test was built from); 1 on success. */
+static inline int shim_mp_plan_dir(char *dir, size_t len, const char *test,
+                                   const char *const *files, size_t nfiles) {
+  const char *src = getenv("PCL_SOURCE_DIR") ? getenv("PCL_SOURCE_DIR") : PCL_TEST_SOURCE_DIR;
+  snprintf(dir, len, "/tmp/pcl_%s_XXXXXX", test);
+  if (mkdtemp(dir) == NULL)
+    return 0;
+  for (size_t i = 0; i < nfiles; i++) {
+    char from[1024], to[1024];
+    snprintf(from, sizeof(from), "%s/plans/%s", src, files[i]);
+    snprintf(to, sizeof(to), "%s/%zu_%s", dir, i, strrchr(files[i], '/') + 1);
+    if (symlink(from, to) != 0)
+      return 0;
+  }
+  return 1;
+}
+
+/* A test's main: 77 without a GPU (*ngpus gets the count), else fn as two forked ranks over a
+ * plan directory of `files` (PLANCCL_PLAN_DIR), each rank's stderr in log[rank], shown when the
+ * run failed; returns the exit status. */
+static inline int shim_mp_main(const char *test, const char *const *files, size_t nfiles,
+                               pcl_mp_rank_fn fn, void *arg, int *ngpus, char log[][256]) {
+  char dir[256], cmd[300];
+  *ngpus = shim_mp_gpu_count();
+  if (*ngpus == 0) {
+    printf("%s: no GPU: skipped\n", test);
+    return 77;
+  }
+  if (!shim_mp_plan_dir(dir, sizeof(dir), test, files, nfiles)) {
+    printf("%s: cannot make the plan directory\n", test);
+    return 1;
+  }
+  setenv("PLANCCL_PLAN_DIR", dir, 1);
+  shim_mp_log_names(log, 2, test);
+  int codes[2] = {0, 0};
+  int rc = pcl_mp_run(2, fn, arg, 120, codes);
+  printf("%s: rank codes %d %d\n", test, codes[0], codes[1]);
+  shim_mp_logs(log, 2, rc != 0);
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+  if (system(cmd) != 0)
+    printf("%s: could not remove %s\n", test, dir);
+  printf("%s: %s\n", test, rc == 0 ? "passed" : "FAILED");
+  return rc == 0 ? 0 : 1;
 }
 
 #endif

@@ -17,7 +17,7 @@
 #define WIN_BYTES (8u << 20)
 #define BIG (256u << 10) /* above the default plans: only the zero-copy plan matches */
 #define SMALL 1024u      /* floats of the broadcast and reduce checks */
-#define POISON -7.0f
+#define POISON SHIM_MP_POISON
 
 typedef struct {
   ncclUniqueId id;
@@ -25,41 +25,6 @@ typedef struct {
   shim_mp_barrier_t bar;
   char log[2][256];
 } shared_t;
-
-static int fill(float *d, size_t n, float v) {
-  float *h = malloc(n * sizeof(float));
-  if (h == NULL)
-    return 0;
-  for (size_t i = 0; i < n; i++)
-    h[i] = v + (float)(i % 7);
-  int ok = cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess;
-  free(h);
-  return ok;
-}
-
-/* 1 when d[i] == v + (i % 7) * k for all i (k = 0: d[i] == v). */
-static int holds(const float *d, size_t n, float v, float k) {
-  float *h = malloc(n * sizeof(float));
-  int ok = h != NULL && cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess;
-  for (size_t i = 0; ok && i < n; i++)
-    ok = h[i] == v + (float)(i % 7) * k;
-  free(h);
-  return ok;
-}
-
-/* Sum of (rank + 1) + (i % 7) over both ranks: 3 + 2 (i % 7). */
-static int allreduce_checked(ncclComm_t comm, float *in, float *out, size_t n, cudaStream_t s,
-                             int rank, int want_planned) {
-  if (!fill(in, n, (float)(rank + 1)) || (in != out && !fill(out, n, POISON)))
-    return 0;
-  if (in == out && !want_planned) /* the forwarded call leaves the input as it was */
-    return ncclAllReduce(in, out, n, ncclFloat, ncclSum, comm, s) == ncclSuccess &&
-           cudaStreamSynchronize(s) == cudaSuccess && holds(out, n, (float)(rank + 1), 1);
-  if (ncclAllReduce(in, out, n, ncclFloat, ncclSum, comm, s) != ncclSuccess ||
-      cudaStreamSynchronize(s) != cudaSuccess)
-    return 0;
-  return want_planned ? holds(out, n, 3.0f, 2.0f) : holds(out, n, POISON, 1);
-}
 
 static int rank_main(int rank, int nranks, void *arg) {
   shared_t *sh = arg;
@@ -86,33 +51,34 @@ static int rank_main(int rank, int nranks, void *arg) {
   PCL_MP_CHECK(shim_mp_init(&sh->id, &sh->ready, rank, &comm) == ncclSuccess, 3);
 
   /* Unregistered: no plan may read a peer's buffers, so the call goes to the fake. */
-  PCL_MP_CHECK(allreduce_checked(comm, plain, plain + n, n, s, rank, 0), 4);
+  PCL_MP_CHECK(shim_mp_allreduce_checked(comm, plain, plain + n, n, s, rank, 0), 4);
   PCL_MP_CHECK(
       ncclCommWindowRegister(comm, w, WIN_BYTES, &win, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 5);
   /* Inside the window, out of place at two offset pairs (each twice: the second finds its view),
    * then in place: the zero-copy plan. */
   for (int rep = 0; rep < 2; rep++) {
-    PCL_MP_CHECK(allreduce_checked(comm, (float *)w, (float *)(w + BIG), n, s, rank, 1), 6);
-    PCL_MP_CHECK(allreduce_checked(comm, (float *)(w + 3 * BIG), (float *)(w + 5 * BIG + 4096), n,
-                                   s, rank, 1),
+    PCL_MP_CHECK(shim_mp_allreduce_checked(comm, (float *)w, (float *)(w + BIG), n, s, rank, 1), 6);
+    PCL_MP_CHECK(shim_mp_allreduce_checked(comm, (float *)(w + 3 * BIG),
+                                           (float *)(w + 5 * BIG + 4096), n, s, rank, 1),
                  7);
-    PCL_MP_CHECK(allreduce_checked(comm, (float *)(w + BIG), (float *)(w + BIG), n, s, rank, 1), 8);
+    PCL_MP_CHECK(
+        shim_mp_allreduce_checked(comm, (float *)(w + BIG), (float *)(w + BIG), n, s, rank, 1), 8);
   }
   /* One buffer in the window and one outside: unregistered. */
-  PCL_MP_CHECK(allreduce_checked(comm, (float *)w, plain, n, s, rank, 0), 9);
+  PCL_MP_CHECK(shim_mp_allreduce_checked(comm, (float *)w, plain, n, s, rank, 0), 9);
   /* Captured after its first eager call, replayed with new inputs. */
   PCL_MP_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, 10);
   PCL_MP_CHECK(ncclAllReduce(w, w + BIG, n, ncclFloat, ncclSum, comm, s) == ncclSuccess, 10);
   PCL_MP_CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess, 10);
   PCL_MP_CHECK(cudaGraphInstantiate(&ge, g, 0) == cudaSuccess, 10);
   for (int rep = 0; rep < 3; rep++) {
-    PCL_MP_CHECK(fill((float *)w, n, (float)(rank + 1 + rep)), 11);
-    PCL_MP_CHECK(fill((float *)(w + BIG), n, POISON), 11);
+    PCL_MP_CHECK(shim_mp_fill((float *)w, n, (float)(rank + 1 + rep)), 11);
+    PCL_MP_CHECK(shim_mp_fill((float *)(w + BIG), n, POISON), 11);
     shim_mp_barrier(
         &sh->bar); /* no rank refills while its peer's kernel of the last replay still reads */
     PCL_MP_CHECK(cudaGraphLaunch(ge, s) == cudaSuccess, 11);
     PCL_MP_CHECK(cudaStreamSynchronize(s) == cudaSuccess, 11);
-    PCL_MP_CHECK(holds((float *)(w + BIG), n, (float)(3 + 2 * rep), 2.0f), 12);
+    PCL_MP_CHECK(shim_mp_holds((float *)(w + BIG), n, (float)(3 + 2 * rep), 2.0f), 12);
     shim_mp_barrier(&sh->bar);
   }
 
@@ -121,18 +87,18 @@ static int rank_main(int rank, int nranks, void *arg) {
   PCL_MP_CHECK(ncclCommRegister(comm, reg, WIN_BYTES, &reg_handle) == ncclSuccess, 24);
   char *rin = reg + (size_t)rank * 2 * BIG, *rout = reg + (size_t)(4 + rank) * BIG + 256;
   for (int rep = 0; rep < 2; rep++) {
-    PCL_MP_CHECK(allreduce_checked(comm, (float *)rin, (float *)rout, n, s, rank, 1), 25);
-    PCL_MP_CHECK(allreduce_checked(comm, (float *)rout, (float *)rout, n, s, rank, 1), 26);
+    PCL_MP_CHECK(shim_mp_allreduce_checked(comm, (float *)rin, (float *)rout, n, s, rank, 1), 25);
+    PCL_MP_CHECK(shim_mp_allreduce_checked(comm, (float *)rout, (float *)rout, n, s, rank, 1), 26);
   }
   PCL_MP_CHECK(ncclCommDeregister(comm, reg_handle) == ncclSuccess, 27);
   reg_handle = NULL;
-  PCL_MP_CHECK(allreduce_checked(comm, (float *)rin, (float *)rout, n, s, rank, 0), 28);
+  PCL_MP_CHECK(shim_mp_allreduce_checked(comm, (float *)rin, (float *)rout, n, s, rank, 0), 28);
 
   /* Registered pinned host memory: the exchange fails on both ranks alike, is WARNed once and
    * not retried; the calls run unregistered (here: forwarded). */
   PCL_MP_CHECK(ncclCommRegister(comm, host, 2 * BIG, &host_handle) == ncclSuccess, 29);
   for (int rep = 0; rep < 2; rep++)
-    PCL_MP_CHECK(allreduce_checked(comm, host, host + n, n, s, rank, 0), 30);
+    PCL_MP_CHECK(shim_mp_allreduce_checked(comm, host, host + n, n, s, rank, 0), 30);
   fflush(stderr);
   PCL_MP_CHECK(shim_mp_log_count(sh->log[rank], "could not be exchanged") == 1, 31);
   PCL_MP_CHECK(ncclCommDeregister(comm, host_handle) == ncclSuccess, 32);
@@ -140,20 +106,23 @@ static int rank_main(int rank, int nranks, void *arg) {
 
   /* Broadcast and reduce from root 1, relabelled onto the root-0 plans. */
   float *a = plain, *b = plain + SMALL;
-  PCL_MP_CHECK(fill(a, SMALL, (float)(10 * (rank + 1))) && fill(b, SMALL, POISON), 13);
+  PCL_MP_CHECK(shim_mp_fill(a, SMALL, (float)(10 * (rank + 1))) && shim_mp_fill(b, SMALL, POISON),
+               13);
   PCL_MP_CHECK(ncclBroadcast(a, b, SMALL, ncclFloat, 1, comm, s) == ncclSuccess, 13);
-  PCL_MP_CHECK(cudaStreamSynchronize(s) == cudaSuccess && holds(b, SMALL, 20.0f, 1), 14);
-  PCL_MP_CHECK(fill(a, SMALL, (float)(10 * (rank + 1))), 15);
+  PCL_MP_CHECK(cudaStreamSynchronize(s) == cudaSuccess && shim_mp_holds(b, SMALL, 20.0f, 1), 14);
+  PCL_MP_CHECK(shim_mp_fill(a, SMALL, (float)(10 * (rank + 1))), 15);
   PCL_MP_CHECK(ncclBroadcast(a, a, SMALL, ncclFloat, 1, comm, s) == ncclSuccess, 15);
-  PCL_MP_CHECK(cudaStreamSynchronize(s) == cudaSuccess && holds(a, SMALL, 20.0f, 1), 16);
-  PCL_MP_CHECK(fill(a, SMALL, (float)(rank + 1)) && fill(b, SMALL, POISON), 17);
+  PCL_MP_CHECK(cudaStreamSynchronize(s) == cudaSuccess && shim_mp_holds(a, SMALL, 20.0f, 1), 16);
+  PCL_MP_CHECK(shim_mp_fill(a, SMALL, (float)(rank + 1)) && shim_mp_fill(b, SMALL, POISON), 17);
   PCL_MP_CHECK(ncclReduce(a, b, SMALL, ncclFloat, ncclSum, 1, comm, s) == ncclSuccess, 17);
   PCL_MP_CHECK(cudaStreamSynchronize(s) == cudaSuccess, 17);
-  PCL_MP_CHECK(rank == 1 ? holds(b, SMALL, 3.0f, 2.0f) : holds(b, SMALL, POISON, 1), 18);
-  PCL_MP_CHECK(fill(a, SMALL, (float)(rank + 1)), 19);
+  PCL_MP_CHECK(rank == 1 ? shim_mp_holds(b, SMALL, 3.0f, 2.0f) : shim_mp_holds(b, SMALL, POISON, 1),
+               18);
+  PCL_MP_CHECK(shim_mp_fill(a, SMALL, (float)(rank + 1)), 19);
   PCL_MP_CHECK(ncclReduce(a, a, SMALL, ncclFloat, ncclSum, 1, comm, s) == ncclSuccess, 19);
   PCL_MP_CHECK(cudaStreamSynchronize(s) == cudaSuccess, 19);
-  PCL_MP_CHECK(rank == 1 ? holds(a, SMALL, 3.0f, 2.0f) : holds(a, SMALL, 1.0f, 1), 20);
+  PCL_MP_CHECK(rank == 1 ? shim_mp_holds(a, SMALL, 3.0f, 2.0f) : shim_mp_holds(a, SMALL, 1.0f, 1),
+               20);
 
   /* Deregistered: unregistered again (the graph goes first: it holds the view's program). */
   cudaGraphExecDestroy(ge);
@@ -163,7 +132,7 @@ static int rank_main(int rank, int nranks, void *arg) {
   shim_mp_barrier(&sh->bar);
   PCL_MP_CHECK(ncclCommWindowDeregister(comm, win) == ncclSuccess, 21);
   win = NULL;
-  PCL_MP_CHECK(allreduce_checked(comm, (float *)w, (float *)(w + BIG), n, s, rank, 0), 22);
+  PCL_MP_CHECK(shim_mp_allreduce_checked(comm, (float *)w, (float *)(w + BIG), n, s, rank, 0), 22);
   PCL_MP_CHECK(ncclCommDestroy(comm) == ncclSuccess, 23);
   comm = NULL;
 out:
@@ -189,50 +158,16 @@ out:
   return rc;
 }
 
-/* A plan directory with only the zero-copy allreduce and the broadcast and reduce plans. */
-static int plan_dir(char *dir, size_t len) {
-  static const char *const files[] = {
-      "extra/allreduce/2gpu_zerocopy_inplace.json", "extra/allreduce/2gpu_zerocopy_outofplace.json",
-      "extra/broadcast/2gpu_ll_inplace.json",       "extra/broadcast/2gpu_ll_outofplace.json",
-      "extra/reduce/2gpu_ll_inplace.json",          "extra/reduce/2gpu_ll_outofplace.json"};
-  const char *src = getenv("PCL_SOURCE_DIR") ? getenv("PCL_SOURCE_DIR") : PCL_TEST_SOURCE_DIR;
-  snprintf(dir, len, "/tmp/pcl_shim_windows_XXXXXX");
-  if (mkdtemp(dir) == NULL)
-    return 0;
-  for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-    char from[1024], to[1024];
-    snprintf(from, sizeof(from), "%s/plans/%s", src, files[i]);
-    snprintf(to, sizeof(to), "%s/%zu_%s", dir, i, strrchr(files[i], '/') + 1);
-    if (symlink(from, to) != 0)
-      return 0;
-  }
-  return 1;
-}
+/* Only the zero-copy allreduce and the broadcast and reduce plans. */
+static const char *const plan_files[] = {
+    "extra/allreduce/2gpu_zerocopy_inplace.json", "extra/allreduce/2gpu_zerocopy_outofplace.json",
+    "extra/broadcast/2gpu_ll_inplace.json",       "extra/broadcast/2gpu_ll_outofplace.json",
+    "extra/reduce/2gpu_ll_inplace.json",          "extra/reduce/2gpu_ll_outofplace.json"};
 
 int main(void) {
   shared_t *sh = shim_mp_shared(sizeof(*sh));
   if (sh == NULL)
     return 1;
-  sh->ngpus = shim_mp_gpu_count();
-  if (sh->ngpus == 0) {
-    printf("shim_windows: no GPU: skipped\n");
-    return 77;
-  }
-  char dir[256];
-  if (!plan_dir(dir, sizeof(dir))) {
-    printf("shim_windows: cannot make the plan directory\n");
-    return 1;
-  }
-  setenv("PLANCCL_PLAN_DIR", dir, 1);
-  shim_mp_log_names(sh->log, 2, "shim_windows");
-  int codes[2] = {0, 0};
-  int rc = pcl_mp_run(2, rank_main, sh, 120, codes);
-  printf("shim_windows: rank codes %d %d\n", codes[0], codes[1]);
-  shim_mp_logs(sh->log, 2, rc != 0);
-  char cmd[300];
-  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-  if (system(cmd) != 0)
-    printf("shim_windows: could not remove %s\n", dir);
-  printf("shim_windows: %s\n", rc == 0 ? "passed" : "FAILED");
-  return rc == 0 ? 0 : 1;
+  return shim_mp_main("shim_windows", plan_files, sizeof(plan_files) / sizeof(plan_files[0]),
+                      rank_main, sh, &sh->ngpus, sh->log);
 }

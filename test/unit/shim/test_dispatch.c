@@ -426,6 +426,7 @@ END_TEST
 
 TCase *dispatch_tcase_plans_search(void); /* test_plans_search.c */
 TCase *dispatch_tcase_comm_layout(void);  /* test_comm_layout.c */
+TCase *dispatch_tcase_comm_vote(void);    /* test_comm_vote.c */
 
 int main(void) {
   Suite *s = suite_create("dispatch");
@@ -438,5 +439,6 @@ int main(void) {
   suite_add_tcase(s, tc);
   suite_add_tcase(s, dispatch_tcase_plans_search());
   suite_add_tcase(s, dispatch_tcase_comm_layout());
+  suite_add_tcase(s, dispatch_tcase_comm_vote());
   return pcl_test_run_suite(s);
 }
