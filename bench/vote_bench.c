@@ -43,7 +43,9 @@ static int rank_main(int rank, void *arg) {
   shared_t *sh = arg;
   const int nranks = sh->nranks;
   pcl_bootstrap_t *b = NULL;
-  pcl_vote_t votes[PCL_VOTE_MAX_RANKS], mine = {PCL_VOTE_HIT, 1};
+  pcl_vote_t mine = {PCL_VOTE_HIT, 1};
+  pcl_vote_outcome_t o;
+  pcl_vote_ledger_t L;
   uint64_t all[PCL_VOTE_MAX_RANKS];
   const int warm = 1000;
   double *t = malloc(sizeof(double) *
@@ -51,10 +53,10 @@ static int rank_main(int rank, void *arg) {
   int rc = 1;
   if (t == NULL || pcl_bootstrap_create(&sh->handle, rank, nranks, NULL, &b) != ncclSuccess)
     goto out;
-  uint64_t seq = 0;
+  pcl_vote_ledger_init(&L, g_board, nranks, rank, 30, NULL, NULL, NULL);
   for (int i = 0; i < warm + sh->rounds; i++) {
     double a = now_us();
-    if (pcl_vote_round(g_board, nranks, rank, ++seq, mine, votes, 30, NULL) != ncclSuccess)
+    if (pcl_vote_round(&L, mine, &o) != ncclSuccess || o.action != PCL_VOTE_USE_GEN)
       goto out;
     if (i >= warm)
       t[i - warm] = now_us() - a;

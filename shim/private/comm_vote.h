@@ -45,15 +45,51 @@ typedef struct {
  * ranks. */
 void pcl_vote_decide(const pcl_vote_t *votes, int n, pcl_vote_outcome_t *out);
 
-/* Bytes of a board for n ranks (two slots per rank, a cache line each). */
+/* Rounds a rank may post ahead of the slowest reader of the board. A rank that votes NO (inside
+ * a group or a capture) posts without waiting for the others and reads the round later, so the
+ * ranks of a communicator never wait for each other there: NCCL lets a group issue calls on
+ * several communicators in a different order on each rank. More rounds than this ahead, it waits
+ * until the others have read the oldest. */
+#define PCL_VOTE_DEPTH 64
+
+/* Bytes of a board for n ranks: a header line, then per rank a line of what it has read and
+ * PCL_VOTE_DEPTH slots, a cache line each. */
 size_t pcl_vote_board_bytes(int n);
 
-/* Posts this rank's vote for round `seq` (1, 2, ... alike on every rank) and waits for every
- * rank's vote of that round into votes[n]. A rank can be at most one round ahead of any other
- * (it waits for all), so two slots per rank, by parity, suffice: nobody overwrites a slot that
- * someone may still read. Gives up with ncclRemoteError after timeout_s, ncclInternalError when
- * *abort_flag is set (may be NULL). board is zeroed memory shared by the n ranks. */
-ncclResult_t pcl_vote_round(void *board, int n, int rank, uint64_t seq, pcl_vote_t mine,
-                            pcl_vote_t *votes, int timeout_s, const volatile uint32_t *abort_flag);
+/* Called once per round, in round order, with the round's outcome, when this rank reads it (for
+ * a round it voted NO in, possibly during a later call): the drops of every round must be
+ * applied in the same order on every rank, so that the tables stay alike. */
+typedef void (*pcl_vote_apply_fn)(void *ctx, const pcl_vote_outcome_t *o);
+
+/* One rank's view of a board (zeroed memory shared by the n ranks). Not thread-safe: the calls
+ * of one communicator are serialised by the caller. */
+typedef struct {
+  void *board;
+  int n, rank;
+  uint64_t posted; /* rounds this rank has posted: 1, 2, ... alike on every rank */
+  uint64_t read;   /* rounds whose outcome this rank has applied (<= posted) */
+  int timeout_s;   /* without progress for this long a wait gives up (ncclRemoteError) */
+  const volatile uint32_t *abort_flag; /* may be NULL; set: a wait ends with ncclInternalError */
+  pcl_vote_apply_fn apply;
+  void *ctx;
+  pcl_vote_outcome_t last; /* the outcome of round `read` */
+  uint64_t room_until;     /* rounds up to this one are known to have room (every rank's read) */
+  int failed;              /* a wait failed here or on another rank: every later call fails */
+} pcl_vote_ledger_t;
+
+void pcl_vote_ledger_init(pcl_vote_ledger_t *L, void *board, int n, int rank, int timeout_s,
+                          const volatile uint32_t *abort_flag, pcl_vote_apply_fn apply, void *ctx);
+
+/* Reads, in order, the rounds this rank posted and has not read yet: with block = 0 only those
+ * every rank has posted already, with block = 1 all of them, waiting for the others. */
+ncclResult_t pcl_vote_catch_up(pcl_vote_ledger_t *L, int block);
+
+/* Posts `mine` as the next round. A NO vote returns at once with *o = unregistered and no drops
+ * (any NO makes the round unregistered; its drops are applied when a later call reads it).
+ * Any other vote first reads every earlier round, then waits for everyone's vote of this one,
+ * applies it and returns it in *o. A wait that makes no progress for timeout_s returns
+ * ncclRemoteError and marks the board dead, so every rank's later rounds fail at once instead of
+ * waiting for a rank that gave up; an abort returns ncclInternalError. Both are final. */
+ncclResult_t pcl_vote_round(pcl_vote_ledger_t *L, pcl_vote_t mine, pcl_vote_outcome_t *o);
 
 #endif

@@ -198,13 +198,54 @@ static int rank_main(int rank, int nranks, void *arg) {
   PCL_MP_CHECK(shim_mp_holds(sb, n, (float)(rank + 1), 1), 13);
   PCL_MP_CHECK(logged(sh, rank) == want, 13);
 
+  /* Rank 0 in a capture (global mode, as PyTorch captures) while rank 1, outside one, finds its
+   * pair stale (its input freed and made again): the round runs unregistered (forwarded), and
+   * rank 0 must not drop its copy of that generation inside the capture (it would synchronise
+   * and free, which invalidates the capture); it drops it at its next call outside, where both
+   * then exchange the pair anew. */
+  if (rank == 1) {
+    PCL_MP_CHECK(cudaFree(a) == cudaSuccess, 16);
+    a = NULL;
+    PCL_MP_CHECK(cudaMalloc((void **)&a, BIG) == cudaSuccess, 16);
+  }
+  float *in0 = rank == 0 ? c : a;
+  PCL_MP_CHECK(shim_mp_fill(in0, n, (float)(rank + 1)) && shim_mp_fill(b, n, POISON), 16);
+  shim_mp_barrier(&sh->bar);
+  if (rank == 0) {
+    cudaGraph_t g2 = NULL;
+    cudaGraphExec_t ge2 = NULL;
+    usleep(200 * 1000); /* rank 1 has voted by then: its stale generation is known in the capture */
+    PCL_MP_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess, 16);
+    ncclResult_t r2 = ncclAllReduce(c, b, n, ncclFloat, ncclSum, comm, s);
+    cudaError_t e2 = cudaStreamEndCapture(s, &g2);
+    int ok = r2 == ncclSuccess && e2 == cudaSuccess && g2 != NULL &&
+             cudaGraphInstantiate(&ge2, g2, 0) == cudaSuccess &&
+             cudaGraphLaunch(ge2, s) == cudaSuccess && cudaStreamSynchronize(s) == cudaSuccess;
+    if (ge2 != NULL)
+      cudaGraphExecDestroy(ge2);
+    if (g2 != NULL)
+      cudaGraphDestroy(g2);
+    if (!ok)
+      fprintf(stderr, "capture beside a stale pair: call %d, end capture %s\n", (int)r2,
+              cudaGetErrorString(e2));
+    PCL_MP_CHECK(ok, 17);
+  } else {
+    PCL_MP_CHECK(ncclAllReduce(a, b, n, ncclFloat, ncclSum, comm, s) == ncclSuccess &&
+                     cudaStreamSynchronize(s) == cudaSuccess,
+                 17);
+  }
+  PCL_MP_CHECK(shim_mp_holds(b, n, POISON, 1) && logged(sh, rank) == want, 17);
+  PCL_MP_CHECK(shim_mp_allreduce_checked(comm, in0, b, n, s, rank, cm), 18);
+  PCL_MP_CHECK(logged(sh, rank) == (want += cm), 18);
+
   /* A rank that skips a call: the other's call fails within PLANCCL_BOOTSTRAP_TIMEOUT_S (3 s),
-   * and so does every later registrable call; nothing hangs. */
+   * and so does every later registrable call; nothing hangs. On the cuMem buffer, which votes at
+   * every level (a "no" vote, such as cudaMalloc memory's at level 1, never waits). */
   if (rank == 0) {
     double t0 = now_s();
-    PCL_MP_CHECK(ncclAllReduce(a, b, n, ncclFloat, ncclSum, comm, s) != ncclSuccess, 14);
+    PCL_MP_CHECK(ncclAllReduce(sb, sb, n, ncclFloat, ncclSum, comm, s) != ncclSuccess, 14);
     PCL_MP_CHECK(now_s() - t0 < 30, 14);
-    PCL_MP_CHECK(ncclAllReduce(a, b, n, ncclFloat, ncclSum, comm, s) != ncclSuccess, 14);
+    PCL_MP_CHECK(ncclAllReduce(sb, sb, n, ncclFloat, ncclSum, comm, s) != ncclSuccess, 14);
   }
   shim_mp_barrier(&sh->bar);
   PCL_MP_CHECK(ncclCommAbort(comm) == ncclSuccess, 15);

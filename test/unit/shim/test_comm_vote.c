@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * Automatic registration's vote (shim/comm_vote.c): the decision for every mix of votes, and the
- * round on a shared board between forked ranks (same outcomes everywhere over many rounds with
- * changing votes; a rank that never comes; an abort). CPU only. */
+ * rounds on a shared board between forked ranks: the same outcomes everywhere, in order, over
+ * many rounds of changing votes; NO votes that do not wait (running ahead up to the depth, calls
+ * on two communicators in opposite orders); a rank that never comes; an abort. CPU only. */
 #define _GNU_SOURCE
 #include <string.h>
 #include <sys/mman.h>
@@ -77,7 +78,7 @@ END_TEST
 #define NR 3
 #define ROUNDS 3000
 
-/* Rank r's vote of round s: a mix that changes every round (splitmix64 of both). */
+/* Rank r's vote of round s: a mix that changes every round (splitmix64 of both), NO included. */
 static pcl_vote_t vote_of(int r, uint64_t s) {
   uint64_t x = s * 1000003u + (uint64_t)r + 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -110,22 +111,50 @@ static int run_ranks(int n, int (*body)(int, void *), void *arg) {
   return good;
 }
 
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* What one rank's apply callback saw: every round's outcome, in the order it was called. */
+struct seen {
+  pcl_vote_outcome_t *o; /* [ROUNDS] of this rank */
+  uint64_t calls;
+};
+
+static void record(void *ctx, const pcl_vote_outcome_t *o) {
+  struct seen *w = ctx;
+  if (w->calls < ROUNDS)
+    w->o[w->calls] = *o;
+  w->calls++;
+}
+
 struct board_test {
   void *board;
-  pcl_vote_outcome_t *seen; /* [ROUNDS][NR] */
+  pcl_vote_outcome_t *seen; /* [NR][ROUNDS] */
 };
 
 static int rank_rounds(int r, void *arg) {
   struct board_test *t = arg;
-  pcl_vote_t votes[NR];
+  struct seen w = {&t->seen[(size_t)r * ROUNDS], 0};
+  pcl_vote_ledger_t L;
+  pcl_vote_ledger_init(&L, t->board, NR, r, 30, NULL, record, &w);
   for (uint64_t s = 1; s <= ROUNDS; s++) {
-    if (pcl_vote_round(t->board, NR, r, s, vote_of(r, s), votes, 30, NULL) != ncclSuccess)
+    pcl_vote_outcome_t o;
+    const pcl_vote_t mine = vote_of(r, s);
+    if (mine.kind != PCL_VOTE_NO && pcl_vote_catch_up(&L, 1) != ncclSuccess)
       return 1;
-    for (int q = 0; q < NR; q++) /* what everyone posted for this very round */
-      if (votes[q].kind != vote_of(q, s).kind || votes[q].gen != vote_of(q, s).gen)
-        return 2;
-    pcl_vote_decide(votes, NR, &t->seen[(s - 1) * NR + (uint64_t)r]);
+    if (mine.kind != PCL_VOTE_NO && w.calls != s - 1)
+      return 2; /* a rank that votes has read every earlier round */
+    if (pcl_vote_round(&L, mine, &o) != ncclSuccess)
+      return 3;
+    if (mine.kind == PCL_VOTE_NO ? o.action != PCL_VOTE_UNREGISTERED || o.ndrop != 0
+                                 : w.calls != s || memcmp(&o, &w.o[s - 1], sizeof(o)) != 0)
+      return 4;
   }
+  if (pcl_vote_catch_up(&L, 1) != ncclSuccess || w.calls != ROUNDS || L.read != ROUNDS)
+    return 5;
   return 0;
 }
 
@@ -135,13 +164,19 @@ START_TEST(test_rounds_agree) {
   ck_assert_int_eq(run_ranks(NR, rank_rounds, &t), NR);
   int exchanges = 0;
   for (int s = 0; s < ROUNDS; s++) {
-    const pcl_vote_outcome_t *o = &t.seen[s * NR];
+    const pcl_vote_outcome_t *o = &t.seen[s];
+    pcl_vote_t votes[NR];
+    pcl_vote_outcome_t want;
+    for (int r = 0; r < NR; r++) /* every vote read from its own round */
+      votes[r] = vote_of(r, (uint64_t)s + 1);
+    pcl_vote_decide(votes, NR, &want);
     exchanges += o->action == PCL_VOTE_EXCHANGE;
-    for (int r = 1; r < NR; r++) {
-      ck_assert_int_eq(o[r].action, o->action);
-      ck_assert_uint_eq(o[r].gen, o->gen);
-      ck_assert_int_eq(o[r].ndrop, o->ndrop);
-      ck_assert_mem_eq(o[r].drop, o->drop, sizeof(uint32_t) * (size_t)o->ndrop);
+    for (int r = 0; r < NR; r++) {
+      const pcl_vote_outcome_t *x = &t.seen[(size_t)r * ROUNDS + (size_t)s];
+      ck_assert_int_eq(x->action, want.action);
+      ck_assert_uint_eq(x->gen, want.gen);
+      ck_assert_int_eq(x->ndrop, want.ndrop);
+      ck_assert_mem_eq(x->drop, want.drop, sizeof(uint32_t) * (size_t)want.ndrop);
     }
   }
   ck_assert_int_gt(exchanges, 0); /* the votes did vary */
@@ -151,24 +186,123 @@ START_TEST(test_rounds_agree) {
 }
 END_TEST
 
-/* Rank 1 votes in round 1 only; rank 0 must give up in round 2 after the timeout. */
-static int rank_absent(int r, void *arg) {
-  pcl_vote_t votes[2];
-  if (pcl_vote_round(arg, 2, r, 1, V(PCL_VOTE_MISS, NONE), votes, 1, NULL) != ncclSuccess)
-    return 1;
+/* Rank 0 votes NO 5 x PCL_VOTE_DEPTH times in a row while rank 1 starts late and votes MISS:
+ * rank 0 runs ahead by at most the depth, waits there for rank 1 to read, and both read every
+ * round alike (rank 0 at its final catch-up). */
+static int rank_runs_ahead(int r, void *arg) {
+  struct board_test *t = arg;
+  struct seen w = {&t->seen[(size_t)r * ROUNDS], 0};
+  const int n = 5 * PCL_VOTE_DEPTH;
+  pcl_vote_ledger_t L;
+  pcl_vote_ledger_init(&L, t->board, 2, r, 30, NULL, record, &w);
   if (r == 1)
-    return 0;
-  struct timespec a, b;
-  clock_gettime(CLOCK_MONOTONIC, &a);
-  ncclResult_t res = pcl_vote_round(arg, 2, r, 2, V(PCL_VOTE_MISS, NONE), votes, 1, NULL);
-  clock_gettime(CLOCK_MONOTONIC, &b);
-  const double waited = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
-  return res == ncclRemoteError && waited >= 0.9 && waited < 10 ? 0 : 3;
+    usleep(100 * 1000);
+  for (int s = 1; s <= n; s++) {
+    pcl_vote_outcome_t o;
+    if (pcl_vote_round(&L, r == 0 ? V(PCL_VOTE_NO, NONE) : V(PCL_VOTE_MISS, (uint32_t)s), &o) !=
+        ncclSuccess)
+      return 1;
+    if (r == 0 && L.posted - L.read > PCL_VOTE_DEPTH)
+      return 2;
+  }
+  if (pcl_vote_catch_up(&L, 1) != ncclSuccess || w.calls != (uint64_t)n)
+    return 3;
+  for (int s = 1; s <= n; s++) /* unregistered, and rank 1's stale generation dropped */
+    if (w.o[s - 1].action != PCL_VOTE_UNREGISTERED || w.o[s - 1].ndrop != 1 ||
+        w.o[s - 1].drop[0] != (uint32_t)s)
+      return 4;
+  return 0;
+}
+
+START_TEST(test_no_runs_ahead) {
+  struct board_test t = {shared(pcl_vote_board_bytes(2)),
+                         shared(sizeof(pcl_vote_outcome_t) * ROUNDS * NR)};
+  ck_assert_int_eq(run_ranks(2, rank_runs_ahead, &t), 2);
+  munmap(t.board, pcl_vote_board_bytes(2));
+  munmap(t.seen, sizeof(pcl_vote_outcome_t) * ROUNDS * NR);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+/* Two communicators' boards; inside "groups" rank 0 calls A then B and rank 1 B then A (NCCL
+ * allows it), each call voting NO; then both call A and B outside groups. Nobody may wait for
+ * the other inside the groups: all of it ends long before the timeout. */
+static int rank_reorder(int r, void *arg) {
+  void **boards = arg;
+  pcl_vote_ledger_t L[2];
+  for (int b = 0; b < 2; b++)
+    pcl_vote_ledger_init(&L[b], boards[b], 2, r, 20, NULL, NULL, NULL);
+  const double t0 = now_s();
+  pcl_vote_outcome_t o;
+  for (int it = 0; it < 10; it++) {
+    for (int k = 0; k < 2; k++) { /* the group: rank 0 A, B; rank 1 B, A; both twice */
+      for (int j = 0; j < 2; j++)
+        if (pcl_vote_round(&L[r == 0 ? k : 1 - k], V(PCL_VOTE_NO, NONE), &o) != ncclSuccess)
+          return 1;
+    }
+    if (r == 1)
+      usleep(2000);               /* the other rank reaches its next round first */
+    for (int b = 0; b < 2; b++) { /* outside groups: the same order on both */
+      if (pcl_vote_round(&L[b], V(PCL_VOTE_MISS, NONE), &o) != ncclSuccess ||
+          o.action != PCL_VOTE_EXCHANGE)
+        return 2;
+    }
+  }
+  return now_s() - t0 < 10 ? 0 : 3;
+}
+
+START_TEST(test_group_reorder) {
+  void *boards[2] = {shared(pcl_vote_board_bytes(2)), shared(pcl_vote_board_bytes(2))};
+  ck_assert_int_eq(run_ranks(2, rank_reorder, boards), 2);
+  munmap(boards[0], pcl_vote_board_bytes(2));
+  munmap(boards[1], pcl_vote_board_bytes(2));
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+/* Rank 1 votes in round 1 only, then waits; rank 0 must give up in round 2 after the timeout,
+ * and then rank 1's round 2 fails at once (the board is dead), as would everyone's. A NO vote
+ * does not wait even for an absent rank. */
+static int rank_absent(int r, void *arg) {
+  void *board = arg;
+  volatile uint32_t *gave_up = (volatile uint32_t *)((char *)board + pcl_vote_board_bytes(2));
+  pcl_vote_ledger_t L;
+  pcl_vote_outcome_t o;
+  pcl_vote_ledger_init(&L, board, 2, r, 1, NULL, NULL, NULL);
+  if (pcl_vote_round(&L, V(PCL_VOTE_MISS, NONE), &o) != ncclSuccess)
+    return 1;
+  double a = now_s();
+  if (r == 1) {
+    while (*gave_up == 0 && now_s() - a < 20)
+      usleep(1000);
+    a = now_s();
+    ncclResult_t res = pcl_vote_round(&L, V(PCL_VOTE_HIT, 0), &o);
+    return res == ncclRemoteError && now_s() - a < 0.5 && *gave_up == 1 ? 0 : 2;
+  }
+  ncclResult_t res = pcl_vote_round(&L, V(PCL_VOTE_MISS, NONE), &o);
+  const double waited = now_s() - a;
+  *gave_up = 1;
+  if (res != ncclRemoteError || waited < 0.9 || waited > 10)
+    return 3;
+  /* Final: later rounds fail at once, NO votes too. */
+  return pcl_vote_round(&L, V(PCL_VOTE_NO, NONE), &o) == ncclRemoteError ? 0 : 4;
 }
 
 START_TEST(test_absent_peer) {
-  void *board = shared(pcl_vote_board_bytes(2));
+  void *board = shared(pcl_vote_board_bytes(2) + 64);
   ck_assert_int_eq(run_ranks(2, rank_absent, board), 2);
+  munmap(board, pcl_vote_board_bytes(2) + 64);
+  /* A NO vote posts and returns without the peer, up to the depth. */
+  board = shared(pcl_vote_board_bytes(2));
+  pcl_vote_ledger_t L;
+  pcl_vote_outcome_t o;
+  pcl_vote_ledger_init(&L, board, 2, 0, 3600, NULL, NULL, NULL);
+  for (int s = 0; s < PCL_VOTE_DEPTH; s++) {
+    ck_assert_int_eq(pcl_vote_round(&L, V(PCL_VOTE_NO, NONE), &o), ncclSuccess);
+    ck_assert_int_eq(o.action, PCL_VOTE_UNREGISTERED);
+  }
+  ck_assert_uint_eq(L.posted, PCL_VOTE_DEPTH);
+  ck_assert_uint_eq(L.read, 0);
   munmap(board, pcl_vote_board_bytes(2));
   PCL_ASSERT_NO_LEAKS();
 }
@@ -177,10 +311,12 @@ END_TEST
 START_TEST(test_abort) {
   void *board = shared(pcl_vote_board_bytes(2));
   volatile uint32_t flag = 1;
-  pcl_vote_t votes[2];
-  /* The peer never votes; the set flag ends the wait long before the timeout. */
-  ck_assert_int_eq(pcl_vote_round(board, 2, 0, 1, V(PCL_VOTE_HIT, 0), votes, 3600, &flag),
-                   ncclInternalError);
+  pcl_vote_ledger_t L;
+  pcl_vote_outcome_t o;
+  pcl_vote_ledger_init(&L, board, 2, 0, 3600, &flag, NULL, NULL);
+  /* The peer never votes; the set flag ends the wait long before the timeout, for good. */
+  ck_assert_int_eq(pcl_vote_round(&L, V(PCL_VOTE_HIT, 0), &o), ncclInternalError);
+  ck_assert_int_eq(pcl_vote_round(&L, V(PCL_VOTE_NO, NONE), &o), ncclRemoteError);
   munmap(board, pcl_vote_board_bytes(2));
   PCL_ASSERT_NO_LEAKS();
 }
@@ -191,6 +327,8 @@ TCase *dispatch_tcase_comm_vote(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_decide);
   tcase_add_test(tc, test_rounds_agree);
+  tcase_add_test(tc, test_no_runs_ahead);
+  tcase_add_test(tc, test_group_reorder);
   tcase_add_test(tc, test_absent_peer);
   tcase_add_test(tc, test_abort);
   return tc;
