@@ -129,6 +129,9 @@ typedef struct pcl_exec_userbuf pcl_exec_userbuf_t;
 ncclResult_t pcl_exec_userbuf_create(pcl_exec_ctx_t *ctx, void *in, size_t in_bytes, void *out,
                                      size_t out_bytes, pcl_exec_userbuf_t **ub);
 void pcl_exec_userbuf_destroy(pcl_exec_userbuf_t *ub);
+/* 1 for a view inside windows (pcl_exec_userbuf_view), 0 for an exact registration or NULL:
+ * plans may run on one and not the other (port channels), so callers decide them apart. */
+int pcl_exec_userbuf_is_view(const pcl_exec_userbuf_t *ub);
 
 /* Windows (ncclCommWindowRegister): [ptr, ptr + bytes) exchanged once, collectively over the
  * memory channels' bootstrap, every rank in the same order (a rank with nothing to register

@@ -3,6 +3,7 @@
  * communicator has runs as consecutive calls of the same plan on sub-ranges of its buffers
  * (pcl_plan_segment_bytes), so scratch stays bounded whatever the message size. */
 #include "exec_int.h"
+#include "log.h"
 #include "pcl_check.h"
 
 typedef struct {
@@ -94,7 +95,20 @@ ncclResult_t pcl_exec_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
   segs_of(c, plan, a, &s);
   for (uint64_t k = 0; k < s.count; k++) {
     pcl_exec_args_t x = seg_args(a, &s, k);
-    PCL_CHECK(pcl_exec_one_launch(c, plan, &x, stream));
+    ncclResult_t res = pcl_exec_one_launch(c, plan, &x, stream);
+    if (res != ncclSuccess && k > 0) {
+      /* The peers launched every segment: their later ones would pair with this rank's next
+       * calls (wrong data, not a hang). Stop the context as an abort does: its kernels give up,
+       * the error word is set, and the dispatcher refuses planned calls from then on. */
+      PCL_WARN(PCL_LOG_EXEC,
+               "rank %d: segment %llu of %llu of a %s call failed to launch: planned calls on "
+               "this communicator are stopped",
+               pcl_exec_ctx_cfg(c)->rank, (unsigned long long)k + 1, (unsigned long long)s.count,
+               plan->name);
+      pcl_exec_abort(c);
+    }
+    if (res != ncclSuccess)
+      return res;
   }
   return ncclSuccess;
 }

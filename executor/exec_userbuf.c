@@ -61,6 +61,10 @@ void pcl_exec_userbuf_destroy(pcl_exec_userbuf_t *u) {
   pcl_free(u);
 }
 
+int pcl_exec_userbuf_is_view(const pcl_exec_userbuf_t *ub) {
+  return ub != NULL && ub->win[0] != NULL;
+}
+
 uint64_t pcl_exec_userbuf_peer(const pcl_exec_userbuf_t *ub, int peer, int type) {
   uint64_t bytes;
   if (ub == NULL)

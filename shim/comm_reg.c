@@ -15,8 +15,13 @@
 #define PCL_RANGES_MAX 256
 #define PCL_PAIRS_MAX 256
 
+/* What the caller holds: planccl's handle, naming one registration. */
+struct pcl_reg_handle {
+  void *real; /* the real NCCL's handle */
+};
+
 struct pcl_range {
-  void *real; /* the real NCCL's handle: what the caller holds */
+  struct pcl_reg_handle *h;
   uintptr_t base;
   size_t bytes;
 };
@@ -35,20 +40,20 @@ struct pcl_comm_regs {
   int npair;
 };
 
-ncclResult_t pcl_comm_reg_add(struct pcl_comm_pcl *p, void *buff, size_t size, void *real) {
-  if (p->regs == NULL) {
+void pcl_comm_reg_add(struct pcl_comm_pcl *p, void *buff, size_t size, void **handle) {
+  struct pcl_reg_handle *h = NULL;
+  if (p->regs == NULL)
     PCL_CALLOC(p->regs, 1, "comm registrations");
-    if (p->regs == NULL)
-      return ncclSystemError;
-  }
   struct pcl_comm_regs *t = p->regs;
-  if (t->nrange == PCL_RANGES_MAX || buff == NULL || size == 0) {
+  if (t == NULL || t->nrange == PCL_RANGES_MAX || buff == NULL || size == 0 ||
+      PCL_CALLOC(h, 1, "registration handle") == NULL) {
     PCL_INFO(PCL_LOG_SHIM, "rank %d: registration %p +%zu is NCCL's only (%d kept)", p->rank, buff,
-             size, t->nrange);
-    return ncclSuccess;
+             size, t != NULL ? t->nrange : 0);
+    return;
   }
-  t->range[t->nrange++] = (struct pcl_range){real, (uintptr_t)buff, size};
-  return ncclSuccess;
+  h->real = *handle;
+  t->range[t->nrange++] = (struct pcl_range){h, (uintptr_t)buff, size};
+  *handle = h;
 }
 
 static int inside(const struct pcl_range *r, const void *ptr, uint64_t bytes) {
@@ -56,13 +61,14 @@ static int inside(const struct pcl_range *r, const void *ptr, uint64_t bytes) {
   return a >= r->base && bytes <= r->bytes && a - r->base <= r->bytes - bytes;
 }
 
-void pcl_comm_reg_remove(struct pcl_comm_pcl *p, void *real) {
+void *pcl_comm_reg_remove(struct pcl_comm_pcl *p, void *handle) {
   struct pcl_comm_regs *t = p->regs;
   int i = 0;
-  while (t != NULL && i < t->nrange && t->range[i].real != real)
+  while (t != NULL && i < t->nrange && (void *)t->range[i].h != handle)
     i++;
   if (t == NULL || i == t->nrange)
-    return;
+    return handle; /* NCCL's own */
+  void *real = t->range[i].h->real;
   /* The pairs with a buffer inside it go too: the memory may be freed next. */
   for (int k = 0; k < t->npair; k++) {
     const struct pcl_pair *x = &t->pair[k];
@@ -71,7 +77,9 @@ void pcl_comm_reg_remove(struct pcl_comm_pcl *p, void *real) {
     pcl_exec_userbuf_destroy(x->ub);
     t->pair[k--] = t->pair[--t->npair];
   }
+  pcl_free(t->range[i].h);
   t->range[i] = t->range[--t->nrange];
+  return real;
 }
 
 void pcl_comm_regs_destroy(struct pcl_comm_pcl *p) {
@@ -80,6 +88,9 @@ void pcl_comm_regs_destroy(struct pcl_comm_pcl *p) {
     return;
   for (int k = 0; k < t->npair; k++)
     pcl_exec_userbuf_destroy(t->pair[k].ub);
+  /* Handles still held by the caller die with the communicator, as NCCL's do. */
+  for (int i = 0; i < t->nrange; i++)
+    pcl_free(t->range[i].h);
   pcl_free(t);
   p->regs = NULL;
 }

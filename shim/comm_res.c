@@ -135,8 +135,10 @@ static ncclResult_t alloc_scratch(struct pcl_comm_pcl *p, uint64_t need, int *go
                  : "could not allocate the scratch buffer");
   else
     *go = 1;
+  /* The agreed size, not what the allocator rounded it to (cuMem rounds to its granularity,
+   * cudaMalloc does not, and the ranks may differ in kind): calls are split into segments by it. */
   if (*go)
-    p->scratch_bytes = p->scratch->bytes;
+    p->scratch_bytes = scratch;
   return ncclSuccess;
 }
 

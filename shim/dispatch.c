@@ -342,7 +342,9 @@ ncclResult_t pcl_dispatch(const struct pcl_coll_args *a) {
     with_ub = *a;
     with_ub.ub = ub;
     a = &with_ub;
-    e = lookup(c, a, inplace, tag, key ^ 1ull << 63); /* registered calls decide apart */
+    /* Registered calls decide apart, views and exact registrations apart again (a port-channel
+     * plan runs on the latter only). */
+    e = lookup(c, a, inplace, tag, key ^ 1ull << 63 ^ (uint64_t)pcl_exec_userbuf_is_view(ub) << 62);
   }
   pcl_stats_add(c->stats, a->coll, e->stat_slot, e->d.msg_bytes);
   switch (e->d.path) {

@@ -30,10 +30,10 @@ PCL_API ncclResult_t ncclMemFree(void *ptr) {
 }
 PCL_ALIAS(ncclMemFree)
 
-/* The real NCCL registers (its handle is the caller's); planccl remembers the range, locally as
- * NCCL does, and exchanges a call's buffers inside such ranges at the first call a zero-copy plan
- * would run (dispatch.c). A non-blocking init must be done first, so that every rank agrees on
- * whether the communicator is planned. */
+/* The real NCCL registers; planccl remembers the range, locally as NCCL does, under a handle of
+ * its own that wraps NCCL's (comm_reg.c says why), and exchanges a call's buffers inside such
+ * ranges at the first call a zero-copy plan would run (dispatch.c). A non-blocking init must be
+ * done first, so that every rank agrees on whether the communicator is planned. */
 PCL_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size,
                                       void **handle) {
   PCL_NEED_COMM(ncclCommRegister, comm);
@@ -43,7 +43,8 @@ PCL_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t 
   pcl_setup_join(c, 1);
   if (pcl_setup_state(c) != PCL_SETUP_DONE || c->pcl == NULL)
     return res;
-  return pcl_comm_reg_add(c->pcl, buff, size, *handle);
+  pcl_comm_reg_add(c->pcl, buff, size, handle);
+  return res;
 }
 PCL_ALIAS(ncclCommRegister)
 
@@ -54,7 +55,7 @@ PCL_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle) {
     cudaGetDevice(&prev);
     if (prev != c->pcl->cuda_dev)
       cudaSetDevice(c->pcl->cuda_dev);
-    pcl_comm_reg_remove(c->pcl, handle);
+    handle = pcl_comm_reg_remove(c->pcl, handle);
     if (prev != c->pcl->cuda_dev && prev >= 0)
       cudaSetDevice(prev);
   }

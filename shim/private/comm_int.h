@@ -77,10 +77,15 @@ struct pcl_exec_userbuf *pcl_comm_win_view(struct pcl_comm_pcl *p, const struct 
 
 /* ---- comm_reg.c: ncclCommRegister'ed buffers ---- */
 
-/* Local, as NCCL's: remembers [buff, buff + size) under the real NCCL's handle. */
-ncclResult_t pcl_comm_reg_add(struct pcl_comm_pcl *p, void *buff, size_t size, void *real);
-/* Local: forgets it and the exchanged pairs with a buffer inside it. */
-void pcl_comm_reg_remove(struct pcl_comm_pcl *p, void *real);
+/* Local, as NCCL's: remembers [buff, buff + size) and replaces *handle (the real NCCL's) by one
+ * of planccl's own, unique per registration: NCCL's need not be (NULL for every range with
+ * NCCL_LOCAL_REGISTER=0, one refcounted handle for ranges in the same pages), and removing the
+ * wrong range would keep pairs of freed memory. Keeps NCCL's handle (and the range NCCL's only)
+ * when the table is full or out of memory. Never fails. */
+void pcl_comm_reg_add(struct pcl_comm_pcl *p, void *buff, size_t size, void **handle);
+/* Local: forgets the range of planccl's handle and the exchanged pairs with a buffer inside it;
+ * returns the real NCCL's handle to deregister (the argument itself when it is not planccl's). */
+void *pcl_comm_reg_remove(struct pcl_comm_pcl *p, void *handle);
 void pcl_comm_regs_destroy(struct pcl_comm_pcl *p);
 /* The exchanged registration of a call's (sendbuff, recvbuff) of these extents, or NULL; then
  * *candidate = 1 when both lie in registered ranges and there is room to exchange them. */

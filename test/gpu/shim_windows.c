@@ -32,7 +32,7 @@ static int rank_main(int rank, int nranks, void *arg) {
   ncclComm_t comm = NULL;
   ncclWindow_t win = NULL;
   char *w = NULL, *reg = NULL;
-  void *reg_handle = NULL, *host_handle = NULL;
+  void *reg_handle = NULL, *host_handle = NULL, *ha = NULL, *hb = NULL;
   float *host = NULL;
   float *plain = NULL;
   cudaStream_t s = NULL;
@@ -94,6 +94,21 @@ static int rank_main(int rank, int nranks, void *arg) {
   reg_handle = NULL;
   PCL_MP_CHECK(shim_mp_allreduce_checked(comm, (float *)rin, (float *)rout, n, s, rank, 0), 28);
 
+  /* Two registrations whose real handles are alike (the fake's are all NULL here, as NCCL's with
+   * NCCL_LOCAL_REGISTER=0): deregistering the second forgets the second range and its pair, not
+   * the first (which would keep a pair of memory the caller may free next). */
+  PCL_MP_CHECK(ncclCommRegister(comm, reg, WIN_BYTES, &ha) == ncclSuccess &&
+                   ncclCommRegister(comm, plain, 2 * BIG, &hb) == ncclSuccess && ha != hb,
+               33);
+  PCL_MP_CHECK(shim_mp_allreduce_checked(comm, plain, plain + n, n, s, rank, 1), 33);
+  PCL_MP_CHECK(shim_mp_allreduce_checked(comm, (float *)rin, (float *)rout, n, s, rank, 1), 33);
+  PCL_MP_CHECK(ncclCommDeregister(comm, hb) == ncclSuccess, 34);
+  hb = NULL;
+  PCL_MP_CHECK(shim_mp_allreduce_checked(comm, plain, plain + n, n, s, rank, 0), 34);
+  PCL_MP_CHECK(shim_mp_allreduce_checked(comm, (float *)rin, (float *)rout, n, s, rank, 1), 35);
+  PCL_MP_CHECK(ncclCommDeregister(comm, ha) == ncclSuccess, 35);
+  ha = NULL;
+
   /* Registered pinned host memory: the exchange fails on both ranks alike, is WARNed once and
    * not retried; the calls run unregistered (here: forwarded). */
   PCL_MP_CHECK(ncclCommRegister(comm, host, 2 * BIG, &host_handle) == ncclSuccess, 29);
@@ -146,6 +161,10 @@ out:
     ncclCommDeregister(comm, reg_handle);
   if (host_handle != NULL)
     ncclCommDeregister(comm, host_handle);
+  if (ha != NULL)
+    ncclCommDeregister(comm, ha);
+  if (hb != NULL)
+    ncclCommDeregister(comm, hb);
   if (comm != NULL)
     ncclCommAbort(comm);
   cudaFree(w);
@@ -168,6 +187,7 @@ int main(void) {
   shared_t *sh = shim_mp_shared(sizeof(*sh));
   if (sh == NULL)
     return 1;
+  setenv("PCL_FAKE_NULL_HANDLES", "1", 1); /* the fake NCCL's handles are all NULL */
   return shim_mp_main("shim_windows", plan_files, sizeof(plan_files) / sizeof(plan_files[0]),
                       rank_main, sh, &sh->ngpus, sh->log);
 }
