@@ -144,7 +144,9 @@ static void where(out_t *o, const pcl_khang_t *h, const pcl_exec_hang_where_t *w
   }
   for (int i = 0; i < w->nports; i++) {
     if (at == w->port_tail[i]) {
-      put(o, "the FIFO of its port channel to rank %d (the proxy has not consumed the trigger)",
+      put(o,
+          "the FIFO of its port channel to rank %d (the proxy has not consumed its triggers that "
+          "far: a flush, or a full FIFO)",
           w->port_peer[i]);
       return;
     }

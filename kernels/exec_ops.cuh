@@ -301,14 +301,22 @@ static __device__ __forceinline__ void pcl_kport_wait_pos(const pcl_kportchan_t 
   }
 }
 
+/* A full FIFO means a proxy that stopped taking triggers (a dead peer connection, a stuck
+ * thread): the wait for room is watched like every other spin, so it ends with the timeout or
+ * an abort, recorded as a FIFO wait, instead of spinning forever. UINT64_MAX: given up. */
 static __device__ __forceinline__ uint64_t pcl_kport_push(const pcl_kctx_t *c,
                                                           const pcl_kportchan_t *pc, uint64_t w0,
                                                           uint64_t w1, pcl_kwatch_t *w) {
-  uint64_t pos = pcl_fifo_push(pc->fifo, w0, w1, w->abort_flag);
-  if (pos == UINT64_MAX) {
-    pcl_kwait_on(w, NULL, 0, PCL_KWAIT_NONE);
-    pcl_kwatch_check(w); /* records the abort */
+  uint64_t pos = pcl_fifo_reserve(pc->fifo);
+  if (!pcl_fifo_has_room(pc->fifo, pos)) {
+    pcl_kwait_on(w, (const void *)pc->fifo.tail, (uint32_t)(pos - pc->fifo.size + 1),
+                 PCL_KWAIT_FIFO);
+    pcl_kwatch_begin(w);
+    while (!pcl_fifo_has_room(pc->fifo, pos))
+      if (pcl_kwatch_tick(w))
+        return UINT64_MAX;
   }
+  pcl_fifo_commit(pc->fifo, pos, w0, w1);
   return pos;
 }
 

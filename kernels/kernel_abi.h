@@ -330,12 +330,13 @@ typedef struct PCL_KABI_ALIGN(16) {
 #define PCL_KHANG_OFFSET 64u
 #define PCL_KHANG_OP_EW 0xffffu /* the op index of the EW kernels: the block's fused program */
 typedef enum {
-  PCL_KWAIT_NONE = 0,    /* not in a wait (a FIFO push refused by the abort) */
+  PCL_KWAIT_NONE = 0,    /* not in a wait */
   PCL_KWAIT_LL16 = 1,    /* an LL16 packet: want = the call's flag, found = its first flag word */
   PCL_KWAIT_LL8 = 2,     /* an LL8 packet: likewise */
   PCL_KWAIT_SEM = 3,     /* a device semaphore: found = its count, want = 1 */
   PCL_KWAIT_BARRIER = 4, /* a grid barrier: found = its generation, want = the one to leave */
-  PCL_KWAIT_FIFO = 5,    /* a port channel's FIFO tail: want / found = positions (low 32 bits) */
+  PCL_KWAIT_FIFO = 5,    /* a port channel's FIFO tail (a flush, or a push waiting for room):
+                          * want / found = positions (low 32 bits) */
   PCL_KWAIT_INBOUND = 6  /* a port channel's inbound signal count: want / found (low 32 bits) */
 } pcl_kwait_t;
 typedef struct PCL_KABI_ALIGN(16) {

@@ -117,28 +117,45 @@ PCL_FIFO_HD uint32_t pcl_fifo_trig_channel(const pcl_fifo_trigger_t *t) {
 }
 
 #ifdef __CUDACC__
-/* Device push, called by one thread. Returns the trigger's position (wait for *tail > pos to
- * know it was consumed; for a SYNC trigger that means flushed), or UINT64_MAX when *abort_flag
- * became nonzero while waiting for space (abort_flag may be NULL). */
-static __device__ __forceinline__ uint64_t pcl_fifo_push(pcl_fifo_device_t f, uint64_t w0,
-                                                         uint64_t w1,
-                                                         const volatile uint32_t *abort_flag) {
-  uint64_t pos = atomicAdd((unsigned long long *)f.head, 1ull);
-  if (pos >= (uint64_t)f.size + *(volatile uint64_t *)f.tail_cache) {
-    uint64_t t;
-    for (;;) {
-      asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(t) : "l"(f.tail) : "memory");
-      if (pos < (uint64_t)f.size + t)
-        break;
-      if (abort_flag != NULL && *abort_flag != 0)
-        return UINT64_MAX;
-    }
-    atomicMax((unsigned long long *)f.tail_cache, (unsigned long long)t);
-  }
+/* The device push in three steps, so that a caller can watch the wait for space with its own
+ * watchdog (the executor's kernels time it out; pcl_fifo_push below only honours an abort). */
+static __device__ __forceinline__ uint64_t pcl_fifo_reserve(pcl_fifo_device_t f) {
+  return atomicAdd((unsigned long long *)f.head, 1ull);
+}
+
+/* 1 when slot pos is free (the proxy consumed position pos - size). The cached tail spares most
+ * pushes the system-scope load; *tail is refreshed only when the cache says "full". */
+static __device__ __forceinline__ int pcl_fifo_has_room(pcl_fifo_device_t f, uint64_t pos) {
+  if (pos < (uint64_t)f.size + *(volatile uint64_t *)f.tail_cache)
+    return 1;
+  uint64_t t;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(t) : "l"(f.tail) : "memory");
+  if (pos >= (uint64_t)f.size + t)
+    return 0;
+  atomicMax((unsigned long long *)f.tail_cache, (unsigned long long)t);
+  return 1;
+}
+
+static __device__ __forceinline__ void pcl_fifo_commit(pcl_fifo_device_t f, uint64_t pos,
+                                                       uint64_t w0, uint64_t w1) {
   w1 = (w1 & ~PCL_FIFO_COMMIT_BIT) | pcl_fifo_commit_for(pos, f.log2_size);
   pcl_fifo_trigger_t *slot = &f.triggers[pos & (f.size - 1)];
   asm volatile("st.global.release.sys.v2.u64 [%0], {%1, %2};" ::"l"(slot), "l"(w0), "l"(w1)
                : "memory");
+}
+
+/* Device push, called by one thread. Returns the trigger's position (wait for *tail > pos to
+ * know it was consumed; for a SYNC trigger that means flushed), or UINT64_MAX when *abort_flag
+ * became nonzero while waiting for space (abort_flag may be NULL). A position given up on stays
+ * reserved and never committed: the proxy stops there, as it must once the kernel failed. */
+static __device__ __forceinline__ uint64_t pcl_fifo_push(pcl_fifo_device_t f, uint64_t w0,
+                                                         uint64_t w1,
+                                                         const volatile uint32_t *abort_flag) {
+  uint64_t pos = pcl_fifo_reserve(f);
+  while (!pcl_fifo_has_room(f, pos))
+    if (abort_flag != NULL && *abort_flag != 0)
+      return UINT64_MAX;
+  pcl_fifo_commit(f, pos, w0, w1);
   return pos;
 }
 

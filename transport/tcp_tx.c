@@ -17,10 +17,28 @@ void pcl_tcp_thread_enter(const tcp_conn_t *c) {
     (void)cudaGetLastError();
 }
 
+/* Polled rather than synchronised, so that a copy that does not end says so: on the one-GPU
+ * bed a staging copy has been seen stuck for 10 s (until the kernels' timeout) while a kernel
+ * waited for this very proxy, and the WARN tells that case from a proxy stuck elsewhere. */
 cudaError_t pcl_tcp_copy_sync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
                               cudaStream_t s) {
   cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, s);
-  return e == cudaSuccess ? cudaStreamSynchronize(s) : e;
+  const uint64_t t0 = pcl_socket_now_ns();
+  int warned = 0;
+  while (e == cudaSuccess && (e = cudaStreamQuery(s)) == cudaErrorNotReady) {
+    e = cudaSuccess;
+    if (!warned && pcl_socket_now_ns() - t0 > 1000000000ull) {
+      warned = 1;
+      PCL_WARN(PCL_LOG_NET,
+               "tcp: a %zu-byte staging copy has not ended after 1 s (queued behind a kernel "
+               "that waits for this proxy?)",
+               n);
+    }
+  }
+  if (warned && e == cudaSuccess)
+    PCL_WARN(PCL_LOG_NET, "tcp: that staging copy ended after %.1f s",
+             (double)(pcl_socket_now_ns() - t0) * 1e-9);
+  return e;
 }
 
 ncclResult_t pcl_tcp_send_all(tcp_stream_t *st, const void *buf, size_t n) {
