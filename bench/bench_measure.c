@@ -109,7 +109,7 @@ static int load_inputs(drv_t *d, const bench_case_t *k, int place) {
   size_t es = bench_dtype_size(k->dtype), ioff = 0, ooff = 0;
   EACH(i) {
     rank_t *r = &d->rk[i];
-    if (CU(cudaSetDevice(r->rank)) != 0)
+    if (CU(cudaSetDevice(r->dev)) != 0)
       return -1;
     if (place == BENCH_OUT) {
       bench_fill_input(k, r->rank, d->img);
@@ -139,7 +139,7 @@ static int check(drv_t *d, const bench_case_t *k, int place, int c, int s, int m
     const void *in;
     void *out;
     ptrs(k, r, place, &in, &out);
-    if (CU(cudaSetDevice(r->rank)) != 0 ||
+    if (CU(cudaSetDevice(r->dev)) != 0 ||
         CU(cudaMemcpyAsync(d->back, out, k->out_elems * es, cudaMemcpyDeviceToHost, r->s)) != 0 ||
         CU(cudaStreamSynchronize(r->s)) != 0)
       return -1;

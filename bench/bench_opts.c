@@ -70,6 +70,8 @@ void bench_usage(FILE *f) {
       "  --timeout S              proc model: kill a run not done after S seconds (900)\n"
       "  --hostpath               thread model: also the host path of one call and the launch\n"
       "                           floors under it (lines starting '# host path')\n"
+      "  --share-gpu              ranks share the visible GPUs (rank r on GPU r mod their count):\n"
+      "                           planccl over a stand-in NCCL; the real NCCL refuses it\n"
       "Exit status: 0 all results right, 1 a wrong result or a library that failed, 2 usage.\n");
 }
 
@@ -207,8 +209,8 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o, char *err, size_t l
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help"))
       return 1;
-    if (!strcmp(a, "--hostpath")) {
-      o->hostpath = 1;
+    if (!strcmp(a, "--hostpath") || !strcmp(a, "--share-gpu")) {
+      *(a[2] == 'h' ? &o->hostpath : &o->share_gpu) = 1;
       continue;
     }
     if (i + 1 == argc)

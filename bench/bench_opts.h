@@ -58,6 +58,7 @@ typedef struct {
   bench_dtype_t dtype;
   bench_op_t op;
   int root, ngpus, iters, warmup, graph_iters, graph_launches, repeat, places, hostpath;
+  int share_gpu; /* rank r on device r mod the visible devices (libraries that allow it) */
   bench_model_t model;
   int timeout_s; /* proc model: a run whose processes are not all done by then is killed */
   size_t sizes[BENCH_MAX_SIZES];

@@ -20,7 +20,7 @@ static int comms_init(drv_t *d) {
   if (o->model == BENCH_MODEL_SINGLE) {
     ncclComm_t comms[BENCH_MAX_GPUS];
     int devs[BENCH_MAX_GPUS];
-    EACH(i) devs[i] = d->rk[i].rank;
+    EACH(i) devs[i] = d->rk[i].dev;
     if (NC(d->lib->init_all(comms, d->nlocal, devs)) != 0)
       return -1;
     EACH(i) d->rk[i].comm = comms[i];
@@ -29,7 +29,7 @@ static int comms_init(drv_t *d) {
   rank_t *r = &d->rk[0];
   if (r->rank == 0 && NC(d->lib->get_unique_id(&d->sh->id)) != 0)
     return -1;
-  if (bench_drv_barrier(d) != 0 || CU(cudaSetDevice(r->rank)) != 0)
+  if (bench_drv_barrier(d) != 0 || CU(cudaSetDevice(r->dev)) != 0)
     return -1;
   return NC(d->lib->init_rank(&r->comm, o->ngpus, d->sh->id, r->rank));
 }
@@ -74,7 +74,7 @@ static void buf_free(drv_t *d, char *p) {
 static int buffers_alloc(drv_t *d) {
   EACH(i) {
     rank_t *r = &d->rk[i];
-    if (CU(cudaSetDevice(r->rank)) != 0 || buf_alloc(d, &r->send) != 0 ||
+    if (CU(cudaSetDevice(r->dev)) != 0 || buf_alloc(d, &r->send) != 0 ||
         buf_alloc(d, &r->recv) != 0)
       return -1;
   }
@@ -108,7 +108,7 @@ static void buffers_free(drv_t *d) {
   if (grouped)
     bench_drv_group_end(d);
   EACH(i) {
-    cudaSetDevice(d->rk[i].rank);
+    cudaSetDevice(d->rk[i].dev);
     buf_free(d, d->rk[i].send);
     buf_free(d, d->rk[i].recv);
     d->rk[i].send = d->rk[i].recv = NULL;
@@ -164,6 +164,9 @@ static int drive(bench_job_t *job, bench_lib_t *lib, shared_t *sh, int first, in
     return -1;
   *d = (drv_t){.job = job, .o = job->o, .lib = lib, .sh = sh, .nlocal = n};
   d->bytes = max_bytes(d->o);
+  int ndev = 1;
+  if (d->o->share_gpu && (CU(cudaGetDeviceCount(&ndev)) != 0 || ndev < 1))
+    goto out;
   d->img = malloc(d->bytes);
   d->back = malloc(d->bytes);
   if (d->img == NULL || d->back == NULL) {
@@ -174,7 +177,8 @@ static int drive(bench_job_t *job, bench_lib_t *lib, shared_t *sh, int first, in
   EACH(i) {
     rank_t *r = &d->rk[i];
     r->rank = first + i;
-    if (CU(cudaSetDevice(r->rank)) != 0 ||
+    r->dev = d->o->share_gpu ? r->rank % ndev : r->rank;
+    if (CU(cudaSetDevice(r->dev)) != 0 ||
         CU(cudaStreamCreateWithFlags(&r->s, cudaStreamNonBlocking)) != 0 ||
         CU(cudaEventCreate(&r->e0)) != 0 || CU(cudaEventCreate(&r->e1)) != 0)
       goto out;

@@ -130,7 +130,7 @@ int main(int argc, char **argv) {
   }
   const bench_opts_t *o = &b.o;
   int ndev = bench_gpu_count(o->model == BENCH_MODEL_PROC);
-  if (ndev < o->ngpus) {
+  if (ndev < (o->share_gpu ? 1 : o->ngpus)) {
     fprintf(stderr, "planccl-bench: needs %d GPUs, found %d\n", o->ngpus, ndev < 0 ? 0 : ndev);
     return 77;
   }

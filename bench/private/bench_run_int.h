@@ -7,7 +7,8 @@
 #include "bench_run.h"
 
 typedef struct {
-  int rank; /* global rank, also the device */
+  int rank; /* global rank */
+  int dev;  /* its device: the rank, or rank mod the devices with --share-gpu */
   ncclComm_t comm;
   cudaStream_t s;
   cudaEvent_t e0, e1;

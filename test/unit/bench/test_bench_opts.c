@@ -43,6 +43,17 @@ START_TEST(test_defaults) {
   ck_assert_int_eq(o.nsizes, 10);
   ck_assert_uint_eq(o.sizes[0], 1024);
   ck_assert_uint_eq(o.sizes[9], 256u << 20);
+  ck_assert_int_eq(o.hostpath, 0);
+  ck_assert_int_eq(o.share_gpu, 0);
+  /* The two flags without a value, alone and together. */
+  ck_assert_int_eq(parse(&o, err, "--lib", "p=/p", "--share-gpu", NULL), 0);
+  ck_assert_int_eq(o.share_gpu, 1);
+  ck_assert_int_eq(o.hostpath, 0);
+  ck_assert_int_eq(parse(&o, err, "--lib", "p=/p", "--hostpath", "--share-gpu", "-g", "4", NULL),
+                   0);
+  ck_assert_int_eq(o.share_gpu, 1);
+  ck_assert_int_eq(o.hostpath, 1);
+  ck_assert_int_eq(o.ngpus, 4);
 }
 END_TEST
 
