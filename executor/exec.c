@@ -3,6 +3,7 @@
  * out bytes, root relabelling, registered buffers), binding to memory channels, and the per-call
  * launch. After the first call of a shape the call path does no allocation, file access or host
  * synchronisation. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include "alloc.h"
@@ -47,15 +48,24 @@ struct pcl_exec_ctx {
   pcl_exec_config_t cfg;
   pcl_kstate_t *d_state;
   uint32_t *h_words; /* mapped pinned: [0] error, [1] abort; the hang report at PCL_KHANG_OFFSET */
-  int hang_logged;   /* the report was logged (pcl_exec_async_error) */
+  int hang_logged;   /* the report was logged (pcl_exec_async_error; atomic: any thread) */
   uint32_t *d_words;
   cudaStream_t side;
   pcl_kprof_t *d_prof; /* PCL_KPROF builds only, else NULL */
   uint64_t half;       /* this rank's constant scratch half */
   uint8_t launch;      /* PCL_KLAUNCH_* of every launch (PLANCCL_PDL), fixed at creation */
+  /* Changed by the communicator's calling thread only; progs_lock orders those changes with the
+   * hang report, which ncclCommGetAsyncError may build from a watchdog thread. */
+  pthread_mutex_t progs_lock;
   prog_t *progs;
   int nprogs, cap;
   int last;
+  /* pcl_exec_order: the stream of the last eager launch, and the event that hands the order on
+   * to another stream; once a second stream was seen (multi), recorded after every eager launch
+   * (captured: the launch at hand is captured, nothing to record). */
+  cudaStream_t last_stream;
+  int have_last, multi, captured;
+  cudaEvent_t order_ev;
 };
 
 ncclResult_t pcl_exec_ctx_create(const pcl_exec_config_t *cfg, pcl_exec_ctx_t **out) {
@@ -67,6 +77,7 @@ ncclResult_t pcl_exec_ctx_create(const pcl_exec_config_t *cfg, pcl_exec_ctx_t **
   if (c == NULL)
     return ncclSystemError;
   c->cfg = *cfg;
+  pthread_mutex_init(&c->progs_lock, NULL);
   c->half = (cfg->scratch_bytes / 2) & ~(uint64_t)255;
   c->launch = pcl_kernels_pdl() ? PCL_KLAUNCH_PDL : 0;
   PCL_CUDA_CHECK_GOTO(cudaSetDevice(cfg->cuda_dev), res, err_free);
@@ -79,6 +90,8 @@ ncclResult_t pcl_exec_ctx_create(const pcl_exec_config_t *cfg, pcl_exec_ctx_t **
   PCL_CUDA_CHECK_GOTO(cudaHostGetDevicePointer((void **)&c->d_words, c->h_words, 0), res,
                       err_words);
   PCL_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking), res, err_words);
+  PCL_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&c->order_ev, cudaEventDisableTiming), res,
+                      err_stream);
 #ifdef PCL_KPROF
   PCL_CUDA_CHECK_GOTO(cudaMalloc((void **)&c->d_prof, sizeof(pcl_kprof_t)), res, err_stream);
   PCL_CUDA_CHECK_GOTO(cudaMemset(c->d_prof, 0, sizeof(pcl_kprof_t)), res, err_stream);
@@ -89,6 +102,8 @@ ncclResult_t pcl_exec_ctx_create(const pcl_exec_config_t *cfg, pcl_exec_ctx_t **
   return ncclSuccess;
 err_stream:
   cudaFree(c->d_prof);
+  if (c->order_ev != NULL)
+    cudaEventDestroy(c->order_ev);
   cudaStreamDestroy(c->side);
 err_words:
   cudaFreeHost(c->h_words);
@@ -97,6 +112,7 @@ err_state:
 err_dev:
   cudaSetDevice(prev);
 err_free:
+  pthread_mutex_destroy(&c->progs_lock);
   pcl_free(c);
   return res;
 }
@@ -113,11 +129,13 @@ void pcl_exec_ctx_destroy(pcl_exec_ctx_t *c) {
   }
   pcl_free(c->progs);
   cudaFree(c->d_prof);
+  cudaEventDestroy(c->order_ev);
   cudaStreamDestroy(c->side);
   cudaFreeHost(c->h_words);
   cudaFree(c->d_state);
   if (prev >= 0)
     cudaSetDevice(prev);
+  pthread_mutex_destroy(&c->progs_lock);
   pcl_free(c);
 }
 
@@ -126,6 +144,7 @@ static void drop_progs(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec
   int prev = -1;
   cudaGetDevice(&prev);
   cudaSetDevice(c->cfg.cuda_dev);
+  pthread_mutex_lock(&c->progs_lock);
   for (int i = 0; i < c->nprogs; i++) {
     prog_t *p = &c->progs[i];
     if (plan != NULL ? p->plan == plan : p->ub == ub && (p->shape.remote_io || p->shape.port_io)) {
@@ -136,6 +155,7 @@ static void drop_progs(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec
     }
   }
   c->last = 0;
+  pthread_mutex_unlock(&c->progs_lock);
   if (prev >= 0)
     cudaSetDevice(prev);
 }
@@ -478,12 +498,16 @@ static ncclResult_t prog_get(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
       return ncclSuccess;
     }
   }
+  ncclResult_t res = ncclSuccess;
+  pthread_mutex_lock(&c->progs_lock);
   if (c->nprogs == c->cap) {
     int cap = c->cap ? 2 * c->cap : 8;
     prog_t *np =
         pcl_realloc(c->progs, (size_t)c->cap, (size_t)cap, sizeof(prog_t), "exec programs");
-    if (np == NULL)
-      return ncclSystemError;
+    if (np == NULL) {
+      res = ncclSystemError;
+      goto out;
+    }
     c->progs = np;
     c->cap = cap;
   }
@@ -491,14 +515,16 @@ static ncclResult_t prog_get(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
   cudaGetDevice(&prev);
   if (prev != c->cfg.cuda_dev)
     cudaSetDevice(c->cfg.cuda_dev);
-  ncclResult_t res = prog_build(c, plan, a, shift, &c->progs[c->nprogs]);
+  res = prog_build(c, plan, a, shift, &c->progs[c->nprogs]);
   if (prev != c->cfg.cuda_dev)
     cudaSetDevice(prev);
-  if (res != ncclSuccess)
-    return res;
-  c->last = c->nprogs++;
-  *out = &c->progs[c->last];
-  return ncclSuccess;
+  if (res == ncclSuccess) {
+    c->last = c->nprogs++;
+    *out = &c->progs[c->last];
+  }
+out:
+  pthread_mutex_unlock(&c->progs_lock);
+  return res;
 }
 
 static pcl_kvariant_t prog_variant(const prog_t *p) {
@@ -612,13 +638,12 @@ ncclResult_t pcl_exec_async_error(pcl_exec_ctx_t *c, uint32_t *kerr) {
   uint32_t e = *(volatile uint32_t *)&c->h_words[0];
   if (kerr)
     *kerr = e;
-  if (e != PCL_KERR_NONE && !c->hang_logged) {
+  if (e != PCL_KERR_NONE && !__atomic_load_n(&c->hang_logged, __ATOMIC_ACQUIRE)) {
     char why[1024];
     /* The report follows the error word by a few stores: not there yet, logged on a later call. */
-    if (pcl_exec_hang_report(c, why, sizeof(why))) {
-      c->hang_logged = 1;
+    if (pcl_exec_hang_report(c, why, sizeof(why)) &&
+        !__atomic_exchange_n(&c->hang_logged, 1, __ATOMIC_ACQ_REL))
       PCL_WARN(PCL_LOG_EXEC, "hang report: %s", why);
-    }
   }
   switch (e) {
   case PCL_KERR_NONE:
@@ -659,6 +684,52 @@ void pcl_exec_abort(pcl_exec_ctx_t *c) {
   __atomic_store_n(&c->h_words[1], 1u, __ATOMIC_RELEASE);
 }
 
+ncclResult_t pcl_exec_order(pcl_exec_ctx_t *c, cudaStream_t stream) {
+  enum cudaStreamCaptureStatus now = cudaStreamCaptureStatusNone, was = now;
+  c->captured = 0;
+  if (!c->have_last || (!c->multi && c->last_stream == stream)) {
+    c->last_stream = stream; /* the common case: one stream, ordered by CUDA itself */
+    c->have_last = 1;
+    return ncclSuccess;
+  }
+  PCL_CUDA_CHECK(cudaStreamIsCapturing(stream, &now));
+  c->captured = now != cudaStreamCaptureStatusNone;
+  if (c->captured || c->last_stream == stream)
+    return ncclSuccess; /* a graph is ordered by its own edges; it cannot wait for eager work */
+  if (!c->multi) {
+    /* The first second stream: the event is recorded on the last one now, covering what the
+     * user queued there since too (a longer wait, never a shorter one). That stream may have
+     * been destroyed or gone into a capture since: then CUDA cannot tell, and there is nothing
+     * to wait for that it could order. From now on the event follows every eager launch. */
+    if (cudaStreamIsCapturing(c->last_stream, &was) != cudaSuccess)
+      (void)cudaGetLastError();
+    else if (was == cudaStreamCaptureStatusNone)
+      PCL_CUDA_CHECK(cudaEventRecord(c->order_ev, c->last_stream));
+    c->multi = 1;
+    PCL_INFO(PCL_LOG_EXEC, "rank %d: planned calls on several streams: ordered by an event",
+             c->cfg.rank);
+  }
+  PCL_CUDA_CHECK(cudaStreamWaitEvent(stream, c->order_ev, 0));
+  c->last_stream = stream;
+  return ncclSuccess;
+}
+
+ncclResult_t pcl_exec_ordered(pcl_exec_ctx_t *c, cudaStream_t stream) {
+  if (!c->multi || c->captured)
+    return ncclSuccess;
+  PCL_CUDA_CHECK(cudaEventRecord(c->order_ev, stream));
+  return ncclSuccess;
+}
+
+void pcl_exec_fail(pcl_exec_ctx_t *c) {
+  uint32_t none = PCL_KERR_NONE;
+  if (c == NULL)
+    return;
+  __atomic_compare_exchange_n(&c->h_words[0], &none, PCL_KERR_LAUNCH, 0, __ATOMIC_ACQ_REL,
+                              __ATOMIC_ACQUIRE);
+  pcl_exec_abort(c);
+}
+
 int pcl_exec_hang_report(pcl_exec_ctx_t *c, char *buf, size_t len) {
   const volatile pcl_khang_t *vh =
       (const volatile pcl_khang_t *)((char *)c->h_words + PCL_KHANG_OFFSET);
@@ -679,6 +750,7 @@ int pcl_exec_hang_report(pcl_exec_ctx_t *c, char *buf, size_t len) {
   enum { MAX_PORTS = 64 }; /* port channels of one rank named in a report; more go unnamed */
   uint64_t tail[MAX_PORTS], inbound[MAX_PORTS];
   int peer[MAX_PORTS];
+  pthread_mutex_lock(&c->progs_lock);
   for (int i = 0; i < c->nprogs; i++) {
     const prog_t *p = &c->progs[i];
     if ((uint64_t)(uintptr_t)p->d_blocks != h.prog)
@@ -709,5 +781,6 @@ int pcl_exec_hang_report(pcl_exec_ctx_t *c, char *buf, size_t len) {
     w.port_peer = peer;
     break;
   }
+  pthread_mutex_unlock(&c->progs_lock);
   return pcl_exec_hang_describe(&h, &w, buf, len);
 }

@@ -240,6 +240,11 @@ int pcl_exec_hang_describe(const pcl_khang_t *h, const pcl_exec_hang_where_t *w,
 
 /* Sets the abort flag: every spinning kernel of this context gives up promptly. */
 void pcl_exec_abort(pcl_exec_ctx_t *ctx);
+/* A planned call could not be launched here (its peers launched theirs): this rank's next call
+ * would pair with the peers' current one, so the context stops for good: the abort flag for
+ * its kernels in flight, and PCL_KERR_LAUNCH in the error word (unless one is there already),
+ * which pcl_exec_async_error reports and the dispatcher refuses planned calls by. */
+void pcl_exec_fail(pcl_exec_ctx_t *ctx);
 
 #ifdef __cplusplus
 }

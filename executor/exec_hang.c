@@ -33,6 +33,8 @@ static const char *err_name(uint32_t e) {
     return "was aborted";
   case PCL_KERR_FIFO:
     return "gave up on a port-channel FIFO";
+  case PCL_KERR_LAUNCH:
+    return "could not be launched";
   default:
     return "failed";
   }

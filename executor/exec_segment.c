@@ -93,22 +93,28 @@ ncclResult_t pcl_exec_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
                              cudaStream_t stream) {
   segs_t s;
   segs_of(c, plan, a, &s);
+  ncclResult_t ord = pcl_exec_order(c, stream);
+  if (ord != ncclSuccess) {
+    pcl_exec_fail(c); /* nothing launched here, the peers launch theirs */
+    return ord;
+  }
   for (uint64_t k = 0; k < s.count; k++) {
     pcl_exec_args_t x = seg_args(a, &s, k);
     ncclResult_t res = pcl_exec_one_launch(c, plan, &x, stream);
-    if (res != ncclSuccess && k > 0) {
-      /* The peers launched every segment: their later ones would pair with this rank's next
-       * calls (wrong data, not a hang). Stop the context as an abort does: its kernels give up,
-       * the error word is set, and the dispatcher refuses planned calls from then on. */
+    if (res != ncclSuccess) {
+      /* The peers launched theirs: this rank's next kernels would pair with the peers' current
+       * ones (wrong data, not a hang). The context stops for good (pcl_exec_fail). */
       PCL_WARN(PCL_LOG_EXEC,
-               "rank %d: segment %llu of %llu of a %s call failed to launch: planned calls on "
-               "this communicator are stopped",
-               pcl_exec_ctx_cfg(c)->rank, (unsigned long long)k + 1, (unsigned long long)s.count,
-               plan->name);
-      pcl_exec_abort(c);
-    }
-    if (res != ncclSuccess)
+               "rank %d: %s call (segment %llu of %llu) failed to launch: planned calls on this "
+               "communicator are stopped",
+               pcl_exec_ctx_cfg(c)->rank, plan->name, (unsigned long long)k + 1,
+               (unsigned long long)s.count);
+      pcl_exec_fail(c);
       return res;
+    }
   }
-  return ncclSuccess;
+  ncclResult_t rec = pcl_exec_ordered(c, stream);
+  if (rec != ncclSuccess)
+    pcl_exec_fail(c); /* launched, but the next call on another stream could overlap it */
+  return rec;
 }

@@ -321,6 +321,7 @@ typedef struct PCL_KABI_ALIGN(16) {
 #define PCL_KERR_TIMEOUT 1u /* a spin exceeded timeout_ns */
 #define PCL_KERR_ABORT 2u   /* *abort_flag became nonzero */
 #define PCL_KERR_FIFO 3u    /* a port-channel push gave up */
+#define PCL_KERR_LAUNCH 4u  /* set by the host: a planned call's launch failed on this rank */
 
 /* The hang report: what the first thread to give up (timeout or abort) was waiting for. Written
  * once per context, by the thread whose atomicCAS set the error word, into the same host-mapped

@@ -290,9 +290,10 @@ static ncclResult_t refuse_after_kernel_error(struct ncclComm *c, struct pcl_com
              "communicator %p (rank %d of %d): a planccl kernel gave up (%s); planned calls on "
              "it are refused from now on (%s): abort the communicator (ncclCommAbort)",
              (void *)c, p->rank, p->nranks,
-             kerr == PCL_KERR_TIMEOUT ? "PLANCCL_TIMEOUT_S expired"
-             : kerr == PCL_KERR_ABORT ? "aborted"
-                                      : "a port-channel push failed",
+             kerr == PCL_KERR_TIMEOUT  ? "PLANCCL_TIMEOUT_S expired"
+             : kerr == PCL_KERR_ABORT  ? "aborted"
+             : kerr == PCL_KERR_LAUNCH ? "a launch failed on this rank"
+                                       : "a port-channel push failed",
              ncclGetErrorString(res));
   return res;
 }

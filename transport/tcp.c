@@ -399,8 +399,7 @@ static ncclResult_t tcp_put(void *conn, const pcl_mem_local_t *src, uint64_t so,
     if (!src->is_device) {
       memcpy(at + sizeof(h), s, bytes);
     } else {
-      cudaError_t e =
-          pcl_tcp_copy_sync(at + sizeof(h), s, bytes, cudaMemcpyDeviceToHost, c->send_stream);
+      cudaError_t e = pcl_tcp_stage_small(s0, at + sizeof(h), s, bytes);
       if (e != cudaSuccess) {
         PCL_WARN(PCL_LOG_NET, "tcp rank %d: staging GPU data failed: %s", c->ctx->rank,
                  cudaGetErrorString(e));
@@ -440,6 +439,8 @@ static ncclResult_t tcp_flush(void *conn, int *done) {
   for (int k = 1; k < c->nstreams; k++)
     if (atomic_load_explicit(&c->s[k].sent, memory_order_acquire) != c->s[k].issued)
       return ncclSuccess;
+  /* A sender that failed counts its job as sent: look again, after the counts. */
+  PCL_CHECK(tx_failed(c));
   *done = 1;
   return ncclSuccess;
 }

@@ -177,7 +177,7 @@ void *pcl_tcp_rx_main(void *arg) {
       break; /* closed by the peer at teardown, or stopped */
     const pcl_mem_local_t *m = c->ctx->lookup(c->ctx->owner, h.mem_id);
     uint64_t need = h.type == TCP_MSG_PUT ? h.arg : sizeof(uint64_t);
-    if (m == NULL || h.off + need > m->size || need > m->size ||
+    if (m == NULL || need > m->size || h.off > m->size - need ||
         (h.type != TCP_MSG_PUT && h.type != TCP_MSG_SIGNAL)) {
       PCL_WARN(PCL_LOG_NET,
                "tcp rank %d: message from rank %d names memory %u+%llu (%llu bytes): "

@@ -17,15 +17,21 @@ void pcl_tcp_thread_enter(const tcp_conn_t *c) {
     (void)cudaGetLastError();
 }
 
-/* Polled rather than synchronised, so that a copy that does not end says so: on the one-GPU
- * bed a staging copy has been seen stuck for 10 s (until the kernels' timeout) while a kernel
- * waited for this very proxy, and the WARN tells that case from a proxy stuck elsewhere. */
-cudaError_t pcl_tcp_copy_sync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
-                              cudaStream_t s) {
-  cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, s);
+/* Polled rather than synchronised, so that a copy that does not end says so (on the one-GPU
+ * bed a staging copy has been seen stuck for 10 s, until the kernels' timeout, while a kernel
+ * waited for this very proxy: the WARN tells that case from a proxy stuck elsewhere), and so
+ * that a stop or an abort ends the wait. */
+cudaError_t pcl_tcp_stage_small(tcp_stream_t *st0, void *dst, const void *src, size_t n) {
+  tcp_conn_t *c = st0->c;
+  cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, c->send_stream);
+  if (e == cudaSuccess)
+    e = cudaEventRecord(st0->tx_ev[0], c->send_stream);
   const uint64_t t0 = pcl_socket_now_ns();
   int warned = 0;
-  while (e == cudaSuccess && (e = cudaStreamQuery(s)) == cudaErrorNotReady) {
+  while (e == cudaSuccess && (e = cudaEventQuery(st0->tx_ev[0])) == cudaErrorNotReady) {
+    if (atomic_load_explicit(&c->stop, memory_order_relaxed) ||
+        (c->ctx->abort_flag != NULL && *c->ctx->abort_flag != 0))
+      return cudaErrorNotReady;
     e = cudaSuccess;
     if (!warned && pcl_socket_now_ns() - t0 > 1000000000ull) {
       warned = 1;

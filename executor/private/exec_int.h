@@ -45,6 +45,13 @@ ncclResult_t pcl_exec_one_prepare(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan,
                                   const pcl_exec_args_t *a);
 const char *pcl_exec_one_kernel(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan,
                                 const pcl_exec_args_t *a);
+/* One communicator's kernels must run one after another (flags, barriers, scratch halves), as
+ * NCCL orders a communicator's calls whatever their streams: before a launch, pcl_exec_order
+ * makes its stream wait for the last eager launch when that was on another stream; after it,
+ * pcl_exec_ordered records where it went (only once calls came on several streams: one stream
+ * costs nothing). Captured launches are left to their graph. */
+ncclResult_t pcl_exec_order(pcl_exec_ctx_t *ctx, cudaStream_t stream);
+ncclResult_t pcl_exec_ordered(pcl_exec_ctx_t *ctx, cudaStream_t stream);
 ncclResult_t pcl_exec_one_launch(pcl_exec_ctx_t *ctx, const pcl_plan_t *plan,
                                  const pcl_exec_args_t *a, cudaStream_t stream);
 /* The scratch a call of `plan` may use: all of it, or both halves of a double-scratch plan. */

@@ -35,7 +35,7 @@ static int rank_main(int rank, int nranks, void *arg) {
   void *reg_handle = NULL, *host_handle = NULL, *ha = NULL, *hb = NULL;
   float *host = NULL;
   float *plain = NULL;
-  cudaStream_t s = NULL;
+  cudaStream_t s = NULL, s2 = NULL;
   cudaGraph_t g = NULL;
   cudaGraphExec_t ge = NULL;
   const size_t n = BIG / sizeof(float);
@@ -48,6 +48,7 @@ static int rank_main(int rank, int nranks, void *arg) {
   PCL_MP_CHECK(cudaMalloc((void **)&reg, WIN_BYTES) == cudaSuccess, 2);
   PCL_MP_CHECK(cudaMallocHost((void **)&host, 2 * BIG) == cudaSuccess, 2);
   PCL_MP_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, 2);
+  PCL_MP_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking) == cudaSuccess, 2);
   PCL_MP_CHECK(shim_mp_init(&sh->id, &sh->ready, rank, &comm) == ncclSuccess, 3);
 
   /* Unregistered: no plan may read a peer's buffers, so the call goes to the fake. */
@@ -139,6 +140,21 @@ static int rank_main(int rank, int nranks, void *arg) {
   PCL_MP_CHECK(rank == 1 ? shim_mp_holds(a, SMALL, 3.0f, 2.0f) : shim_mp_holds(a, SMALL, 1.0f, 1),
                20);
 
+  /* Calls of one communicator on two streams, back to back with nothing between them (NCCL
+   * orders a communicator's calls whatever their streams): planccl's kernels share the
+   * communicator's flags and scratch, so they must not overlap either. */
+  float *a2 = plain + 2 * SMALL, *b2 = plain + 3 * SMALL;
+  PCL_MP_CHECK(shim_mp_fill(a, SMALL, (float)(10 * (rank + 1))) &&
+                   shim_mp_fill(a2, SMALL, (float)(100 * (rank + 1))),
+               36);
+  for (int rep = 0; rep < 20; rep++)
+    PCL_MP_CHECK(ncclBroadcast(a, b, SMALL, ncclFloat, 0, comm, s) == ncclSuccess &&
+                     ncclBroadcast(a2, b2, SMALL, ncclFloat, 1, comm, s2) == ncclSuccess,
+                 36);
+  PCL_MP_CHECK(cudaStreamSynchronize(s) == cudaSuccess && cudaStreamSynchronize(s2) == cudaSuccess,
+               36);
+  PCL_MP_CHECK(shim_mp_holds(b, SMALL, 10.0f, 1) && shim_mp_holds(b2, SMALL, 200.0f, 1), 37);
+
   /* Deregistered: unregistered again (the graph goes first: it holds the view's program). */
   cudaGraphExecDestroy(ge);
   ge = NULL;
@@ -173,6 +189,8 @@ out:
   cudaFree(plain);
   if (s != NULL)
     cudaStreamDestroy(s);
+  if (s2 != NULL)
+    cudaStreamDestroy(s2);
   fflush(stderr);
   return rc;
 }

@@ -111,8 +111,10 @@ ncclResult_t pcl_tcp_send_all(tcp_stream_t *st, const void *buf, size_t n);
 ncclResult_t pcl_tcp_send_job(tcp_stream_t *st, const tcp_job_t *job);
 /* A connection thread's start: its log identity and the connection's device. */
 void pcl_tcp_thread_enter(const tcp_conn_t *c);
-/* Blocking copy on one of the device's staging streams. */
-cudaError_t pcl_tcp_copy_sync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
-                              cudaStream_t s);
+/* The proxy thread's blocking copy of n device bytes to host dst on the device's send stream,
+ * waited for through stream 0's first event (stream 0's are the proxy's: not in use here), so
+ * later copies of other connections on the shared stream do not count. cudaErrorNotReady when
+ * the connection stopped or the communicator aborted first. */
+cudaError_t pcl_tcp_stage_small(tcp_stream_t *st0, void *dst, const void *src, size_t n);
 
 #endif
