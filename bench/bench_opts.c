@@ -209,8 +209,12 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o, char *err, size_t l
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help"))
       return 1;
-    if (!strcmp(a, "--hostpath") || !strcmp(a, "--share-gpu")) {
-      *(a[2] == 'h' ? &o->hostpath : &o->share_gpu) = 1;
+    if (!strcmp(a, "--hostpath")) {
+      o->hostpath = 1;
+      continue;
+    }
+    if (!strcmp(a, "--share-gpu")) {
+      o->share_gpu = 1;
       continue;
     }
     if (i + 1 == argc)

@@ -275,7 +275,6 @@ ncclResult_t pcl_comm_auto_agree(struct pcl_comm_pcl *p, const volatile uint32_t
     /* What earlier rounds dropped (also those read during groups and captures) goes first, and
      * the table is current before this rank's vote is made from it. */
     PCL_CHECK_GOTO(pcl_vote_catch_up(&t->ledger, 1), res, out);
-    flush_dead(t);
     /* Explicit registrations take precedence; every rank must say so (the contract). */
     if (*ub != NULL)
       mine.kind = PCL_VOTE_EXPLICIT;
@@ -285,7 +284,7 @@ ncclResult_t pcl_comm_auto_agree(struct pcl_comm_pcl *p, const volatile uint32_t
   t->rounds++;
   PCL_CHECK_GOTO(pcl_vote_round(&t->ledger, mine, &o), res, out);
   if (can)
-    flush_dead(t); /* this round's drops */
+    flush_dead(t); /* this round's drops and those of the rounds caught up with above */
   struct pcl_auto_entry *x = NULL;
   if (o.action == PCL_VOTE_EXCHANGE) {
     exchange(p, t, a, in_bytes, out_bytes, id_in, id_out);
@@ -305,15 +304,12 @@ out:
   return res;
 }
 
-void pcl_comm_auto_launched(struct pcl_comm_pcl *p, cudaStream_t stream) {
+void pcl_comm_auto_launched(struct pcl_comm_pcl *p, const struct pcl_exec_userbuf *ub,
+                            cudaStream_t stream) {
   struct pcl_comm_auto *t = p->autoreg;
   struct pcl_auto_entry *x = t != NULL ? t->pending : NULL;
-  if (x == NULL)
-    return;
-  int prev = -1;
-  cudaGetDevice(&prev);
-  if (prev != p->cuda_dev) /* the event is the communicator device's, and so is stream 0 */
-    cudaSetDevice(p->cuda_dev);
+  if (x == NULL || x->ub != ub)
+    return; /* not the call the last agreement was for */
   /* One event covers every stream the pair ran on: a use on another stream than the last makes
    * the new record wait for the old one too (it delays later work of this stream, never the
    * kernel just launched). */
@@ -330,6 +326,4 @@ void pcl_comm_auto_launched(struct pcl_comm_pcl *p, cudaStream_t stream) {
   x->used = 1;
   x->stream = stream;
   t->pending = NULL;
-  if (prev != p->cuda_dev && prev >= 0)
-    cudaSetDevice(prev);
 }

@@ -208,8 +208,6 @@ ncclResult_t pcl_vote_round(pcl_vote_ledger_t *L, pcl_vote_t mine, pcl_vote_outc
     return ncclRemoteError;
   if (__atomic_load_n(&header(L)->v, __ATOMIC_ACQUIRE) != 0)
     return dead(L);
-  if (mine.kind != PCL_VOTE_NO)
-    PCL_CHECK(pcl_vote_catch_up(L, 1));
   while (L->read + PCL_VOTE_DEPTH < seq) { /* my own slot's old round: read it first */
     PCL_CHECK(wait_for(L, WAIT_VOTES, L->read + 1));
     read_next(L);

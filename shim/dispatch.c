@@ -310,6 +310,8 @@ ncclResult_t pcl_dispatch_launch(const struct pcl_coll_args *a,
   if (prev != p->cuda_dev)
     cudaSetDevice(p->cuda_dev);
   ncclResult_t res = pcl_exec_launch(p->exec, d->plan, &x, a->stream);
+  if (res == ncclSuccess && a->ub != NULL && p->autoreg != NULL)
+    pcl_comm_auto_launched(p, a->ub, a->stream);
   if (prev != p->cuda_dev && prev >= 0)
     cudaSetDevice(prev);
   return res;
@@ -354,12 +356,7 @@ ncclResult_t pcl_dispatch(const struct pcl_coll_args *a) {
   case PCL_PATH_PLAN:
     if (pcl_group_depth() > 0)
       return pcl_group_enqueue(a, &e->d);
-    if (ub == NULL)
-      return pcl_dispatch_launch(a, &e->d);
-    ncclResult_t res = pcl_dispatch_launch(a, &e->d);
-    if (res == ncclSuccess)
-      pcl_comm_auto_launched(c->pcl, a->stream);
-    return res;
+    return pcl_dispatch_launch(a, &e->d);
   case PCL_PATH_NCCL:
     if (pcl_group_depth() > 0)
       PCL_CHECK(pcl_group_note_forward(a));

@@ -128,6 +128,11 @@ static void stream_stage_free(tcp_stream_t *st, int pinned) {
     for (int k = 0; k < TCP_RX_SLOTS; k++)
       if (st->rx_used[k] && cudaEventSynchronize(st->rx_ev[k]) != cudaSuccess)
         (void)cudaGetLastError();
+    /* A staging copy given up on (pcl_tcp_stage_small at a stop or an abort) may still write
+     * into send_stage; an event never recorded is complete at once. */
+    for (int k = 0; k < 2; k++)
+      if (st->tx_ev[k] != NULL && cudaEventSynchronize(st->tx_ev[k]) != cudaSuccess)
+        (void)cudaGetLastError();
     stream_events_destroy(st);
     if (st->send_stage)
       cudaFreeHost(st->send_stage);

@@ -116,9 +116,11 @@ int pcl_comm_auto_applies(const struct pcl_comm_pcl *p, uint64_t msg_bytes);
 ncclResult_t pcl_comm_auto_agree(struct pcl_comm_pcl *p, const volatile uint32_t *abort_flag,
                                  const struct pcl_coll_args *a, uint64_t in_bytes,
                                  uint64_t out_bytes, int can, struct pcl_exec_userbuf **ub);
-/* After the launch of a call that pcl_comm_auto_agree gave an automatic registration: marks the
- * pair's last use on `stream`, which dropping it waits for. */
-void pcl_comm_auto_launched(struct pcl_comm_pcl *p, cudaStream_t stream);
+/* After the launch of a call on registration ub, with the communicator's device current: when
+ * pcl_comm_auto_agree gave it ub, marks the pair's last use on `stream`, which dropping it waits
+ * for; anything else is a no-op. */
+void pcl_comm_auto_launched(struct pcl_comm_pcl *p, const struct pcl_exec_userbuf *ub,
+                            cudaStream_t stream);
 
 /* ---- plans_dir.c ---- */
 

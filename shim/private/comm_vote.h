@@ -86,10 +86,12 @@ ncclResult_t pcl_vote_catch_up(pcl_vote_ledger_t *L, int block);
 
 /* Posts `mine` as the next round. A NO vote returns at once with *o = unregistered and no drops
  * (any NO makes the round unregistered; its drops are applied when a later call reads it).
- * Any other vote first reads every earlier round, then waits for everyone's vote of this one,
- * applies it and returns it in *o. A wait that makes no progress for timeout_s returns
- * ncclRemoteError and marks the board dead, so every rank's later rounds fail at once instead of
- * waiting for a rank that gave up; an abort returns ncclInternalError. Both are final. */
+ * Any other vote waits for everyone's votes, reads every round up to this one in order and
+ * returns this one's outcome in *o; a vote made from the table should be made after
+ * pcl_vote_catch_up(L, 1), so that the table holds every earlier round's drops. A wait that makes
+ * no progress for timeout_s returns ncclRemoteError and marks the board dead, so every rank's later
+ * rounds fail at once instead of waiting for a rank that gave up; an abort returns
+ * ncclInternalError. Both are final. */
 ncclResult_t pcl_vote_round(pcl_vote_ledger_t *L, pcl_vote_t mine, pcl_vote_outcome_t *o);
 
 #endif
