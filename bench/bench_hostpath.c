@@ -21,16 +21,16 @@ static int cmp_double(const void *a, const void *b) {
 
 typedef enum { TIME_CALL, TIME_MEMSET, TIME_FLOOR } what_t;
 
-/* HOST_N runs, API entry to return, the stream drained every 256 (and the peers met there when
- * timing a collective); the median and p99 go to *med and *p99. */
+/* n runs, API entry to return, the stream drained every 256 (and the peers met there when
+ * timing a collective); the median and p99 go to *med and *p99, the slowest to *max. */
 static int host_times(int rank, cudaStream_t s, bench_barrier_t *bar, what_t what, int variant,
                       bench_call_fn call, void *ctx, const pcl_bench_launcher_t *lch, void *scratch,
-                      double *med, double *p99) {
-  double *t = malloc(HOST_N * sizeof(double));
+                      int n, double *med, double *p99, double *max) {
+  double *t = malloc((size_t)n * sizeof(double));
   int rc = -1;
   if (t == NULL)
     return -1;
-  for (int i = 0; i < HOST_N; i++) {
+  for (int i = 0; i < n; i++) {
     if (i % 256 == 0) {
       if (cudaStreamSynchronize(s) != cudaSuccess)
         goto out;
@@ -49,9 +49,11 @@ static int host_times(int rank, cudaStream_t s, bench_barrier_t *bar, what_t wha
   }
   if (cudaStreamSynchronize(s) != cudaSuccess)
     goto out;
-  qsort(t, HOST_N, sizeof(double), cmp_double);
-  *med = t[HOST_N / 2];
-  *p99 = t[(HOST_N * 99) / 100];
+  qsort(t, (size_t)n, sizeof(double), cmp_double);
+  *med = t[n / 2];
+  *p99 = t[((size_t)n * 99) / 100];
+  if (max != NULL)
+    *max = t[n - 1];
   rc = 0;
 out:
   free(t);
@@ -59,7 +61,7 @@ out:
 }
 
 int bench_hostpath_measure(int rank, cudaStream_t s, bench_barrier_t *bar, bench_call_fn call,
-                           void *ctx, bench_hostpath_t *out) {
+                           void *ctx, int nsizes, bench_hostpath_t *out) {
   bench_hostpath_t h;
   pcl_bench_launcher_t lch;
   void *scratch = NULL;
@@ -67,17 +69,21 @@ int bench_hostpath_measure(int rank, cudaStream_t s, bench_barrier_t *bar, bench
   memset(&h, 0, sizeof(h));
   if (cudaMalloc(&scratch, 16) != cudaSuccess)
     goto out;
-  if (host_times(rank, s, bar, TIME_CALL, 0, call, ctx, NULL, NULL, &h.host_median_us,
-                 &h.host_p99_us) != 0 ||
-      host_times(rank, s, bar, TIME_MEMSET, 0, NULL, NULL, NULL, scratch, &h.launch_median_us,
-                 &h.launch_p99_us) != 0)
+  /* The first call of each size on its own (a library may build per size), then the cycle. */
+  h.nsizes = nsizes;
+  if (host_times(rank, s, bar, TIME_CALL, 0, call, ctx, NULL, NULL, nsizes, &h.first_median_us,
+                 &h.first_p99_us, &h.first_max_us) != 0 ||
+      host_times(rank, s, bar, TIME_CALL, 0, call, ctx, NULL, NULL, HOST_N, &h.host_median_us,
+                 &h.host_p99_us, NULL) != 0 ||
+      host_times(rank, s, bar, TIME_MEMSET, 0, NULL, NULL, NULL, scratch, HOST_N,
+                 &h.launch_median_us, &h.launch_p99_us, NULL) != 0)
     goto out;
   (void)pcl_bench_launcher_init(&lch);
   for (int v = 0; v < PCL_BENCH_LAUNCH_COUNT; v++) {
     h.floor_median_us[v] = h.floor_p99_us[v] = -1;
     if (pcl_bench_launch_available(&lch, v) &&
-        host_times(rank, s, bar, TIME_FLOOR, v, NULL, NULL, &lch, NULL, &h.floor_median_us[v],
-                   &h.floor_p99_us[v]) != 0)
+        host_times(rank, s, bar, TIME_FLOOR, v, NULL, NULL, &lch, NULL, HOST_N,
+                   &h.floor_median_us[v], &h.floor_p99_us[v], NULL) != 0)
       goto out;
   }
   if (rank == 0)
@@ -106,9 +112,16 @@ void bench_hostpath_merge(bench_hostpath_t *lib_best, bench_hostpath_t *floors,
               run->floor_p99_us[v]);
 }
 
-void bench_hostpath_print(FILE *f, const char *coll, size_t bytes, const char *path,
+void bench_hostpath_print(FILE *f, const char *coll, size_t bytes, size_t step, const char *path,
                           const char *const *labels, const bench_hostpath_t *res, int nlibs,
                           const bench_hostpath_t *fl) {
+  for (int l = 0; l < nlibs; l++)
+    if (labels[l] && res[l].nsizes > 1)
+      fprintf(f,
+              "# host path sizes: %s cycles %d sizes, %zu to %zu bytes by %zu; the first call of "
+              "each: median %.3f us, p99 %.3f us, max %.3f us\n",
+              labels[l], res[l].nsizes, bytes, bytes + (size_t)(res[l].nsizes - 1) * step, step,
+              res[l].first_median_us, res[l].first_p99_us, res[l].first_max_us);
   for (int l = 0; l < nlibs; l++)
     if (labels[l])
       fprintf(f,

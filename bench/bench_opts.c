@@ -70,6 +70,8 @@ void bench_usage(FILE *f) {
       "  --timeout S              proc model: kill a run not done after S seconds (900)\n"
       "  --hostpath               thread model: also the host path of one call and the launch\n"
       "                           floors under it (lines starting '# host path')\n"
+      "  --hostpath-sizes N       with --hostpath: the calls cycle through N sizes from -b up,\n"
+      "                           one element per rank apart (1); their first calls timed apart\n"
       "  --share-gpu              ranks share the visible GPUs (rank r on GPU r mod their count):\n"
       "                           planccl over a stand-in NCCL; the real NCCL refuses it\n"
       "Exit status: 0 all results right, 1 a wrong result or a library that failed, 2 usage.\n");
@@ -168,6 +170,12 @@ static int parse_lib(char *spec, bench_opts_t *o) {
   return 0;
 }
 
+size_t bench_hostpath_step(const bench_opts_t *o) {
+  const bench_coll_t c = o->colls[0];
+  const size_t per = c == BENCH_ALLREDUCE || c == BENCH_BROADCAST || c == BENCH_REDUCE ? 1 : 0;
+  return bench_dtype_size(o->dtype) * (per ? 1 : (size_t)o->ngpus);
+}
+
 /* Checks that only make sense once every option is known. */
 static int validate(bench_opts_t *o, const char *baseline, char *err, size_t len) {
   if (o->nlibs == 0)
@@ -176,6 +184,12 @@ static int validate(bench_opts_t *o, const char *baseline, char *err, size_t len
     return fail(err, len, "--root %d is not a rank of %d GPUs", o->root, o->ngpus);
   if (o->hostpath && o->model != BENCH_MODEL_THREAD)
     return fail(err, len, "--hostpath needs --model thread");
+  if (o->hostpath_sizes > 1 && !o->hostpath)
+    return fail(err, len, "--hostpath-sizes needs --hostpath");
+  if (o->sizes[0] + (size_t)(o->hostpath_sizes - 1) * bench_hostpath_step(o) >
+      o->sizes[o->nsizes - 1])
+    return fail(err, len, "--hostpath-sizes %d: the largest cycled size passes -e %zu",
+                o->hostpath_sizes, o->sizes[o->nsizes - 1]);
   o->baseline = 0;
   if (baseline) {
     o->baseline = -1;
@@ -200,6 +214,7 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o, char *err, size_t l
                       .graph_launches = 10,
                       .repeat = 2,
                       .places = BENCH_PLACE_OUT | BENCH_PLACE_IN,
+                      .hostpath_sizes = 1,
                       .timeout_s = 900};
   long long minb = 1024, maxb = 256ll << 20;
   double factor = 4;
@@ -258,6 +273,8 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o, char *err, size_t l
       bad = parse_int(v, 1, BENCH_MAX_GPUS, &o->ngpus);
     else if (!strcmp(a, "--repeat"))
       bad = parse_int(v, 1, 100, &o->repeat);
+    else if (!strcmp(a, "--hostpath-sizes"))
+      bad = parse_int(v, 1, 1 << 16, &o->hostpath_sizes);
     else if (!strcmp(a, "--timeout"))
       bad = parse_int(v, 1, 86400, &o->timeout_s);
     else if (!strcmp(a, "--csv"))

@@ -58,7 +58,8 @@ typedef struct {
   bench_dtype_t dtype;
   bench_op_t op;
   int root, ngpus, iters, warmup, graph_iters, graph_launches, repeat, places, hostpath;
-  int share_gpu; /* rank r on device r mod the visible devices (libraries that allow it) */
+  int share_gpu;      /* rank r on device r mod the visible devices (libraries that allow it) */
+  int hostpath_sizes; /* --hostpath-sizes: the host path cycles this many sizes (1) */
   bench_model_t model;
   int timeout_s; /* proc model: a run whose processes are not all done by then is killed */
   size_t sizes[BENCH_MAX_SIZES];
@@ -87,6 +88,9 @@ const char *bench_dtype_name(bench_dtype_t t);
 const char *bench_op_name(bench_op_t op);
 const char *bench_model_name(bench_model_t m);
 size_t bench_dtype_size(bench_dtype_t t);
+
+/* The bytes between the sizes --hostpath-sizes cycles: one element more per rank each. */
+size_t bench_hostpath_step(const bench_opts_t *o);
 
 /* 1 for the collectives that take a reduction op, and for those that take a root. */
 int bench_coll_has_op(bench_coll_t c);

@@ -115,15 +115,19 @@ static void buffers_free(drv_t *d) {
   }
 }
 
+/* The host path's calls: sizes ks[0..nk) in turn. */
 typedef struct {
   drv_t *d;
-  bench_case_t k;
+  bench_case_t *ks;
+  int nk, next;
   int place;
 } call_ctx_t;
 
 static int one_call(void *arg) {
   call_ctx_t *c = arg;
-  return bench_drv_issue(c->d, &c->k, c->place);
+  const bench_case_t *k = &c->ks[c->next];
+  c->next = c->next + 1 == c->nk ? 0 : c->next + 1;
+  return bench_drv_issue(c->d, k, c->place);
 }
 
 /* One communicator per placement: planccl logs a path once per (collective, size class) and
@@ -138,11 +142,20 @@ static int pass(drv_t *d, int place, int hostpath) {
       if (bench_drv_measure(d, ci, s, place) != 0)
         goto out;
   if (hostpath) {
-    call_ctx_t c = {.d = d, .place = place};
-    if (bench_case(o->colls[0], o->dtype, o->op, o->ngpus, o->root, o->sizes[0], &c.k) != 0)
-      c.k.count = 1;
-    if (bench_hostpath_measure(d->rk[0].rank, d->rk[0].s, &d->sh->bar, one_call, &c,
-                               d->job->host) != 0)
+    call_ctx_t c = {.d = d, .nk = o->hostpath_sizes, .place = place};
+    c.ks = calloc((size_t)c.nk, sizeof(*c.ks));
+    if (c.ks == NULL) {
+      fprintf(stderr, "planccl-bench: out of host memory for %d sizes\n", c.nk);
+      goto out;
+    }
+    for (int j = 0; j < c.nk; j++)
+      if (bench_case(o->colls[0], o->dtype, o->op, o->ngpus, o->root,
+                     o->sizes[0] + (size_t)j * bench_hostpath_step(o), &c.ks[j]) != 0)
+        c.ks[j].count = 1 + (size_t)j;
+    int bad = bench_hostpath_measure(d->rk[0].rank, d->rk[0].s, &d->sh->bar, one_call, &c, c.nk,
+                                     d->job->host);
+    free(c.ks);
+    if (bad != 0)
       goto out;
   }
   rc = 0;

@@ -94,8 +94,8 @@ static void print_results(bench_t *b) {
       for (int l = 0; l < o->nlibs && !path[0]; l++)
         if (b->label[l])
           snprintf(path, sizeof(path), "%s", b->best[l].path[k.coll][0][BENCH_OUT]);
-    bench_hostpath_print(stdout, bench_coll_name(o->colls[0]), o->sizes[0], path, b->label, b->host,
-                         o->nlibs, &b->floors);
+    bench_hostpath_print(stdout, bench_coll_name(o->colls[0]), o->sizes[0], bench_hostpath_step(o),
+                         path, b->label, b->host, o->nlibs, &b->floors);
   }
   if (any_path)
     printf("# path: what planccl ran (plan:NAME = its own kernel, nccl = forwarded; "

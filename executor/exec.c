@@ -15,30 +15,7 @@
 #include "memchan.h"
 #include "portchan.h"
 #include "exec_int.h"
-
-typedef struct {
-  const pcl_plan_t *plan;
-  uint64_t in_bytes, out_bytes;
-  const pcl_exec_userbuf_t *ub;
-  int shift; /* root relabelling (pcl_plan_root_shift): runs plan rank `vrank` */
-  int vrank;
-  pcl_exec_shape_t shape;
-  int resident;       /* all dev_ranks grids fit on the device at once (pcl_exec_coresident) */
-  int ll;             /* runs on the LL fast-path kernel */
-  int ew;             /* 0, or runs on the EW kernel for up to `ew` puts and terms (PCL_KVAR_EW*) */
-  int ew_redop;       /* its blocks' reduction (PCL_KOP_REDOP_CALL: the call's) */
-  uint32_t ew_off_or; /* OR of its blocks' S and O offsets (the kernel's alignment) */
-  void *d_blocks;     /* plan->max_blocks packed programs (EW: pcl_kew_t), `stride` bytes apart */
-  uint32_t stride;
-  int32_t *d_sems;
-  /* The last (dtype, op, force_ll8) prog_check accepted and the packet format it chose: calls
-   * repeating it skip the check (plans with port channels recheck the proxy every call). EW:
-   * the kernel forms for that (op, packet) on buffers [0] not word-aligned, [1] aligned, and the
-   * word (pcl_kernels_ew_form), so a call only tests its buffers' alignment. */
-  int ok_valid, ok_dtype, ok_op, ok_ll8, ok_pkt;
-  int ok_form[2];
-  uint64_t ok_word;
-} prog_t;
+#include "exec_progs.h"
 
 /* The host-mapped words: error, abort, then the kernels' hang report (kernel_abi.h). */
 #define WORDS_BYTES (PCL_KHANG_OFFSET + sizeof(pcl_khang_t))
@@ -57,9 +34,7 @@ struct pcl_exec_ctx {
   /* Changed by the communicator's calling thread only; progs_lock orders those changes with the
    * hang report, which ncclCommGetAsyncError may build from a watchdog thread. */
   pthread_mutex_t progs_lock;
-  prog_t *progs;
-  int nprogs, cap;
-  int last;
+  pcl_exec_progs_t progs;
   /* pcl_exec_order: the stream of the last eager launch, and the event that hands the order on
    * to another stream; once a second stream was seen (multi), recorded after every eager launch
    * (captured: the launch at hand is captured, nothing to record). */
@@ -84,6 +59,13 @@ ncclResult_t pcl_exec_ctx_create(const pcl_exec_config_t *cfg, pcl_exec_ctx_t **
   PCL_CHECK_GOTO(pcl_kernels_load_all(), res, err_dev);
   PCL_CUDA_CHECK_GOTO(cudaMalloc((void **)&c->d_state, sizeof(pcl_kstate_t)), res, err_dev);
   PCL_CUDA_CHECK_GOTO(cudaMemset(c->d_state, 0, sizeof(pcl_kstate_t)), res, err_state);
+  if (cfg->first_flag != 0) {
+    uint64_t f[PCL_KABI_FLAG_SLOTS];
+    for (int j = 0; j < PCL_KABI_FLAG_SLOTS; j++)
+      f[j] = cfg->first_flag;
+    PCL_CUDA_CHECK_GOTO(cudaMemcpy(c->d_state->flag, f, sizeof(f), cudaMemcpyHostToDevice), res,
+                        err_state);
+  }
   PCL_CUDA_CHECK_GOTO(cudaHostAlloc((void **)&c->h_words, WORDS_BYTES, cudaHostAllocMapped), res,
                       err_state);
   memset(c->h_words, 0, WORDS_BYTES);
@@ -92,6 +74,7 @@ ncclResult_t pcl_exec_ctx_create(const pcl_exec_config_t *cfg, pcl_exec_ctx_t **
   PCL_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking), res, err_words);
   PCL_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&c->order_ev, cudaEventDisableTiming), res,
                       err_stream);
+  PCL_CHECK_GOTO(pcl_progs_init(&c->progs), res, err_stream);
 #ifdef PCL_KPROF
   PCL_CUDA_CHECK_GOTO(cudaMalloc((void **)&c->d_prof, sizeof(pcl_kprof_t)), res, err_stream);
   PCL_CUDA_CHECK_GOTO(cudaMemset(c->d_prof, 0, sizeof(pcl_kprof_t)), res, err_stream);
@@ -101,6 +84,7 @@ ncclResult_t pcl_exec_ctx_create(const pcl_exec_config_t *cfg, pcl_exec_ctx_t **
   *out = c;
   return ncclSuccess;
 err_stream:
+  pcl_progs_fini(&c->progs, cfg->rank);
   cudaFree(c->d_prof);
   if (c->order_ev != NULL)
     cudaEventDestroy(c->order_ev);
@@ -123,11 +107,7 @@ void pcl_exec_ctx_destroy(pcl_exec_ctx_t *c) {
   int prev = -1;
   cudaGetDevice(&prev);
   cudaSetDevice(c->cfg.cuda_dev);
-  for (int i = 0; i < c->nprogs; i++) {
-    cudaFree(c->progs[i].d_blocks);
-    cudaFree(c->progs[i].d_sems);
-  }
-  pcl_free(c->progs);
+  pcl_progs_fini(&c->progs, c->cfg.rank);
   cudaFree(c->d_prof);
   cudaEventDestroy(c->order_ev);
   cudaStreamDestroy(c->side);
@@ -139,25 +119,23 @@ void pcl_exec_ctx_destroy(pcl_exec_ctx_t *c) {
   pcl_free(c);
 }
 
-/* Frees the programs of `plan` (when not NULL) or those bound to the registration `ub`. */
+typedef struct {
+  const pcl_plan_t *plan;
+  const pcl_exec_userbuf_t *ub;
+} drop_key_t;
+
+static int drop_match(const prog_t *p, const void *arg) {
+  const drop_key_t *k = arg;
+  return k->plan != NULL ? p->plan == k->plan
+                         : p->ub == k->ub && (p->shape.remote_io || p->shape.port_io);
+}
+
+/* Drops the programs of `plan` (when not NULL) or those bound to the registration `ub`. */
 static void drop_progs(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_exec_userbuf_t *ub) {
-  int prev = -1;
-  cudaGetDevice(&prev);
-  cudaSetDevice(c->cfg.cuda_dev);
+  const drop_key_t k = {plan, ub};
   pthread_mutex_lock(&c->progs_lock);
-  for (int i = 0; i < c->nprogs; i++) {
-    prog_t *p = &c->progs[i];
-    if (plan != NULL ? p->plan == plan : p->ub == ub && (p->shape.remote_io || p->shape.port_io)) {
-      cudaFree(p->d_blocks);
-      cudaFree(p->d_sems);
-      *p = c->progs[--c->nprogs];
-      i--;
-    }
-  }
-  c->last = 0;
+  pcl_progs_drop(&c->progs, drop_match, &k);
   pthread_mutex_unlock(&c->progs_lock);
-  if (prev >= 0)
-    cudaSetDevice(prev);
 }
 
 const pcl_exec_config_t *pcl_exec_ctx_cfg(const pcl_exec_ctx_t *c) {
@@ -396,8 +374,7 @@ static ncclResult_t prog_build(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const 
   pcl_kremote_t *rb = NULL;
   int32_t sems[PCL_KABI_MAX_SEMAPHORES] = {0};
   enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  memset(p, 0, sizeof(*p));
-  p->plan = plan;
+  p->plan = plan; /* p: a zeroed slot of the table; its image goes with it on failure */
   p->in_bytes = a->in_bytes;
   p->out_bytes = a->out_bytes;
   p->ub = a->ub;
@@ -443,37 +420,30 @@ static ncclResult_t prog_build(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const 
   /* A new shape may be met while the caller's stream is capturing: allocate and copy on our own
    * non-blocking stream with the relaxed capture mode, which never touches the captured one. */
   cudaThreadExchangeStreamCaptureMode(&mode);
-  PCL_CUDA_CHECK_GOTO(cudaMalloc(&p->d_blocks, (size_t)p->stride * plan->max_blocks), res,
-                      out_mode);
-  PCL_CUDA_CHECK_GOTO(cudaMalloc((void **)&p->d_sems, sizeof(sems)), res, out_mode);
+  const size_t blocks_bytes = ((size_t)p->stride * plan->max_blocks + 255) & ~(size_t)255;
+  /* The plan's semaphores only: the kernels index them below n_sems (checked above). */
+  const size_t sem_bytes = ((size_t)g->n_sems * sizeof(int32_t) + 15) & ~(size_t)15;
+  PCL_CHECK_GOTO(pcl_progs_image(&c->progs, p, blocks_bytes + (sem_bytes ? sem_bytes : 16)), res,
+                 out_mode);
+  p->d_blocks = p->image;
+  p->d_sems = (int32_t *)((char *)p->image + blocks_bytes);
   PCL_CUDA_CHECK_GOTO(cudaMemcpyAsync(p->d_blocks, h_packed, (size_t)p->stride * plan->max_blocks,
                                       cudaMemcpyHostToDevice, c->side),
                       res, out_mode);
-  PCL_CUDA_CHECK_GOTO(
-      cudaMemcpyAsync(p->d_sems, sems, sizeof(sems), cudaMemcpyHostToDevice, c->side), res,
-      out_mode);
+  if (sem_bytes != 0)
+    PCL_CUDA_CHECK_GOTO(
+        cudaMemcpyAsync(p->d_sems, sems, sem_bytes, cudaMemcpyHostToDevice, c->side), res,
+        out_mode);
   PCL_CUDA_CHECK_GOTO(cudaStreamSynchronize(c->side), res, out_mode);
 out_mode:
   cudaThreadExchangeStreamCaptureMode(&mode);
 out:
-  if (res != ncclSuccess) {
-    cudaFree(p->d_blocks);
-    cudaFree(p->d_sems);
-    p->d_blocks = NULL;
-    p->d_sems = NULL;
-  }
   pcl_free(rb);
   pcl_free(port);
   pcl_free(mem);
   pcl_free(h_packed);
   pcl_free(h_blocks);
   return res;
-}
-
-static int prog_matches(const prog_t *p, const pcl_plan_t *plan, const pcl_exec_args_t *a,
-                        int shift) {
-  return p->plan == plan && p->in_bytes == a->in_bytes && p->out_bytes == a->out_bytes &&
-         p->shift == shift && (!(p->shape.remote_io || p->shape.port_io) || p->ub == a->ub);
 }
 
 /* The program of (plan, shape, root); ncclInvalidArgument (WARNed) for a root the plan cannot be
@@ -486,43 +456,28 @@ static ncclResult_t prog_get(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
              a->root, plan->n_gpus, plan->nranks_per_node);
     return ncclInvalidArgument;
   }
-  if (c->last < c->nprogs && prog_matches(&c->progs[c->last], plan, a, shift)) {
-    *out = &c->progs[c->last];
+  prog_t *p = pcl_progs_find(&c->progs, plan, a->in_bytes, a->out_bytes, shift, a->ub);
+  if (p != NULL) {
+    *out = p;
     return ncclSuccess;
   }
-  for (int i = 0; i < c->nprogs; i++) {
-    prog_t *p = &c->progs[i];
-    if (prog_matches(p, plan, a, shift)) {
-      c->last = i;
-      *out = p;
-      return ncclSuccess;
-    }
-  }
-  ncclResult_t res = ncclSuccess;
   pthread_mutex_lock(&c->progs_lock);
-  if (c->nprogs == c->cap) {
-    int cap = c->cap ? 2 * c->cap : 8;
-    prog_t *np =
-        pcl_realloc(c->progs, (size_t)c->cap, (size_t)cap, sizeof(prog_t), "exec programs");
-    if (np == NULL) {
-      res = ncclSystemError;
-      goto out;
-    }
-    c->progs = np;
-    c->cap = cap;
-  }
-  int prev = -1;
-  cudaGetDevice(&prev);
-  if (prev != c->cfg.cuda_dev)
-    cudaSetDevice(c->cfg.cuda_dev);
-  res = prog_build(c, plan, a, shift, &c->progs[c->nprogs]);
-  if (prev != c->cfg.cuda_dev)
-    cudaSetDevice(prev);
+  ncclResult_t res = pcl_progs_reserve(&c->progs, &p);
   if (res == ncclSuccess) {
-    c->last = c->nprogs++;
-    *out = &c->progs[c->last];
+    int prev = -1;
+    cudaGetDevice(&prev);
+    if (prev != c->cfg.cuda_dev)
+      cudaSetDevice(c->cfg.cuda_dev);
+    res = prog_build(c, plan, a, shift, p);
+    if (prev != c->cfg.cuda_dev)
+      cudaSetDevice(prev);
+    if (res == ncclSuccess) {
+      pcl_progs_commit(&c->progs, c->cfg.rank);
+      *out = p;
+    } else {
+      pcl_progs_abandon(&c->progs);
+    }
   }
-out:
   pthread_mutex_unlock(&c->progs_lock);
   return res;
 }
@@ -626,8 +581,11 @@ ncclResult_t pcl_exec_one_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan,
     const uint64_t addr = (uint64_t)(uintptr_t)a->in | (uint64_t)(uintptr_t)a->out | p->ew_off_or;
     form = p->ok_form[(addr & (p->ok_word - 1)) == 0];
   }
-  return pcl_kernels_launch(a->dtype, prog_variant(p), form, &k, plan->max_blocks,
-                            plan->num_threads_per_block, stream);
+  PCL_CHECK(pcl_kernels_launch(a->dtype, prog_variant(p), form, &k, plan->max_blocks,
+                               plan->num_threads_per_block, stream));
+  if (pcl_progs_busy(&c->progs, p))
+    pcl_progs_launched(&c->progs, p, stream);
+  return ncclSuccess;
 }
 
 void pcl_exec_forget(pcl_exec_ctx_t *c, const pcl_plan_t *plan) {
@@ -751,8 +709,8 @@ int pcl_exec_hang_report(pcl_exec_ctx_t *c, char *buf, size_t len) {
   uint64_t tail[MAX_PORTS], inbound[MAX_PORTS];
   int peer[MAX_PORTS];
   pthread_mutex_lock(&c->progs_lock);
-  for (int i = 0; i < c->nprogs; i++) {
-    const prog_t *p = &c->progs[i];
+  for (int i = 0; i < c->progs.n; i++) {
+    const prog_t *p = &c->progs.v[i];
     if ((uint64_t)(uintptr_t)p->d_blocks != h.prog)
       continue;
     const pcl_plan_gpu_t *g = &p->plan->gpus[p->vrank];

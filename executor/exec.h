@@ -109,6 +109,9 @@ typedef struct {
    * Kernels of OTHER communicators running at the same time are not counted. */
   int dev_ranks;
   int interp_only; /* 1: every plan on the interpreter (as PLANCCL_LL_KERNEL=0) */
+  /* The flag the slots start at, as if that many calls had run (0: a new communicator). Tests
+   * start just below 2^32 to cross the 32-bit wrap of the packets' flag (pcl_kflag32). */
+  uint64_t first_flag;
 } pcl_exec_config_t;
 
 /* Allocates the per-communicator device state (flag, barriers), the host-mapped error and abort

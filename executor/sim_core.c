@@ -209,7 +209,7 @@ static void rank_start_call(sim_t *s, sim_rank_t *r) {
     sim_fail(s, PCL_SIM_ERROR, "out of memory generating inputs");
     return;
   }
-  r->flag = (uint32_t)r->call + 1;
+  r->flag = (uint32_t)r->call + 1; /* a run never nears the wrap (pcl_kflag32) */
   r->ctag = (uint32_t)(r->call % 255) + 1;
   /* In-place: allgather input = output + rank*in_bytes; reducescatter output = input +
    * rank*out_bytes (NCCL's convention); the others share one buffer. */

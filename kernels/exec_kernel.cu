@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(1024, 1) pcl_kexec(const __grid_constant__ pcl
   /* Every thread builds its own (identical) context from the header: no second barrier. */
   pcl_kctx_t ctx;
   {
-    const uint32_t flag = (uint32_t)flag64;
+    const uint32_t flag = pcl_kflag32(flag64);
     const pcl_kblock_t *hdr = (const pcl_kblock_t *)pcl_ksmem;
     uint32_t off[5], bytes;
     pcl_kpack_offsets(hdr, off, &bytes);
@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS)
   pcl_kstart(a, pcl_ksmem, &flag64);
   __syncthreads();
   const uint64_t f64 = flag64;
-  const uint32_t flag = (uint32_t)f64, odd = flag & 1u;
+  const uint32_t flag = pcl_kflag32(f64), odd = flag & 1u;
   const pcl_kblock_t *hdr = (const pcl_kblock_t *)pcl_ksmem;
   uint32_t off[5], bytes;
   pcl_kpack_offsets(hdr, off, &bytes);

@@ -232,6 +232,15 @@ static inline PCL_KABI_HD void pcl_kpack_offsets(const pcl_kblock_t *hdr, uint32
   *bytes = o;
 }
 
+/* The 32-bit flag packets carry for the call whose 64-bit flag (state flag slot + 1) is f: its low
+ * half, except that a low half of 0 (once every 2^32 calls) becomes 2. Zero must never be a
+ * call's flag: scratch starts zeroed, so a region no call wrote yet would pass for this call's
+ * packets. 2 keeps the parity (the scratch half) and was last used 2^32 - 2 calls before. */
+static inline PCL_KABI_HD uint32_t pcl_kflag32(uint64_t f) {
+  const uint32_t lo = (uint32_t)f;
+  return lo != 0u ? lo : 2u;
+}
+
 /* ---- the elementwise program (the EW kernels, kernels/exec_ew.cu) ----
  * A block whose ops, run one after the other, touch element i of every range only from the
  * thread that owns element i (every range of one size, ranges identical or disjoint, packet ops

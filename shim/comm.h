@@ -27,9 +27,12 @@ typedef enum {
   PCL_SETUP_DONE,     /* finished: c->pcl set (planned) or NULL (pass-through, see why) */
 } pcl_setup_state_t;
 
-/* Direct-mapped per-comm cache of dispatch decisions (the hot path computes one only on a
- * miss). Keyed by everything the decision depends on that varies per call. */
-#define PCL_DCACHE_SLOTS 64
+/* Per-comm cache of dispatch decisions (the hot path computes one only on a miss), keyed by
+ * everything the decision depends on that varies per call: sets of ways kept in use order (a
+ * hit moves to the front, a miss drops the last way), so a workload cycling through a few
+ * hundred sizes still decides each only once. */
+#define PCL_DCACHE_SETS 128
+#define PCL_DCACHE_WAYS 4
 struct pcl_dcache_entry {
   uint64_t bytes_key; /* count (broadcast/reduce: xor root << 48; registered: xor 1 << 63) */
   uint32_t tag;       /* 1 | coll << 1 | inplace << 5 | dtype << 6 | op << 11; 0 = empty */
@@ -70,7 +73,7 @@ struct ncclComm {
   char passthrough_why[160]; /* why this comm runs pass-through ("" when planned) */
   struct pcl_comm_stats *stats;
   uint64_t path_logged[PCL_COLL_COUNT]; /* bit k: path of size class 2^k logged at INFO */
-  struct pcl_dcache_entry dcache[PCL_DCACHE_SLOTS];
+  struct pcl_dcache_entry dcache[PCL_DCACHE_SETS][PCL_DCACHE_WAYS];
   _Atomic int async_error; /* an ncclResult_t raised by planccl's own kernels or proxy */
   volatile uint32_t abort_flag;
 

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT
  * The dispatcher: every collective and point-to-point call goes through pcl_dispatch, which looks
- * the decision up in the comm's direct-mapped cache (pcl_dispatch_decide on a miss, plus the
+ * the decision up in the comm's set-associative cache (pcl_dispatch_decide on a miss, plus the
  * executor's pcl_exec_supported), counts it, and then launches the plan (or queues it inside a
  * group), forwards to the real NCCL, or fails. The hit path takes no lock, allocates nothing and
  * touches no file. */
 #include <pthread.h>
+#include <string.h>
 #include <cuda_runtime_api.h>
 #include "comm_int.h"
 #include "exec.h"
@@ -267,14 +268,29 @@ static void fill(struct ncclComm *c, const struct pcl_coll_args *a, int inplace,
   e->tag = tag;
 }
 
-/* The cached decision of (tag, key), filled on a miss. */
+/* The cached decision of (tag, key), filled on a miss. The entry is valid until the next lookup
+ * on this communicator (entries move within their set). */
 static struct pcl_dcache_entry *lookup(struct ncclComm *c, const struct pcl_coll_args *a,
                                        int inplace, uint32_t tag, uint64_t key) {
   uint64_t h = (key * 0x9e3779b97f4a7c15ull) ^ tag;
-  struct pcl_dcache_entry *e = &c->dcache[(h ^ (h >> 29)) & (PCL_DCACHE_SLOTS - 1)];
-  if (e->tag != tag || e->bytes_key != key)
-    fill(c, a, inplace, e, tag, key);
-  return e;
+  struct pcl_dcache_entry *set = c->dcache[(h ^ (h >> 29)) & (PCL_DCACHE_SETS - 1)];
+  if (set[0].tag == tag && set[0].bytes_key == key)
+    return &set[0];
+  int w = 1;
+  while (w < PCL_DCACHE_WAYS && !(set[w].tag == tag && set[w].bytes_key == key))
+    w++;
+  const int hit = w < PCL_DCACHE_WAYS;
+  struct pcl_dcache_entry e;
+  if (hit)
+    e = set[w];
+  else
+    w = PCL_DCACHE_WAYS - 1; /* the least recently used way goes */
+  memmove(&set[1], &set[0], (size_t)w * sizeof(*set));
+  if (hit)
+    set[0] = e;
+  else
+    fill(c, a, inplace, &set[0], tag, key);
+  return &set[0];
 }
 
 /* After a kernel gave up (timeout, abort, a failed port push) the ranks' flags and semaphores no

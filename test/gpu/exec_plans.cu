@@ -8,7 +8,8 @@
  * Usage: exec_plans [--only thread|proc] [--quick] [--port-kind ce|tcp] [--port-only]
  *   [--filter a,=b,..] (names containing a, or exactly b) [--ranks 2,4,8] [--max-bytes N]
  *   [--scratch-bytes N] (each rank's scratch, default 64 MiB: smaller runs staged calls in
- * segments)
+ * segments) [--first-flag N] (the communicators start as if N calls had run: 0xffffffff makes
+ * the first call the one whose 32-bit packet flag wraps)
  *   [--no-graph] [--no-faults] [--no-latency] [--soak N] (N checked mixed calls per group, and
  *   nothing else)
  * Exits 77 without a GPU; prints one summary row per plan and "N passed, N failed" last. */
@@ -282,6 +283,8 @@ static int parse(int argc, char **argv, const char **only, const char **ranks) {
       xp_opts.max_msg = strtoull(argv[++i], NULL, 0);
     else if (!strcmp(argv[i], "--scratch-bytes") && i + 1 < argc)
       xp_opts.scratch_bytes = strtoull(argv[++i], NULL, 0);
+    else if (!strcmp(argv[i], "--first-flag") && i + 1 < argc)
+      xp_opts.first_flag = strtoull(argv[++i], NULL, 0);
     else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
       xp_opts.filter = argv[++i];
     else if (!strcmp(argv[i], "--port-only"))

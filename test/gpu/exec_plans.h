@@ -47,6 +47,8 @@ typedef struct {
   /* Each rank's scratch (--scratch-bytes; 0: 64 MiB). Smaller makes staged calls run in
    * segments (executor/exec_segment.c). */
   uint64_t scratch_bytes;
+  uint64_t
+      first_flag; /* --first-flag: every context's flag slots start there (pcl_exec_config_t) */
 } xp_opts_t;
 extern xp_opts_t xp_opts;
 

@@ -57,6 +57,7 @@ int xr_setup(xr_t *R) {
         xr_exec_config(R, R->mc[k], R->scratch[k]->ptr,
                        getenv("PLANCCL_TIMEOUT_S") ? atoi(getenv("PLANCCL_TIMEOUT_S")) : 10);
     ecfg.portchan = R->pc[k];
+    ecfg.first_flag = xp_opts.first_flag;
     CK(pcl_exec_ctx_create(&ecfg, &R->ctx[k]));
     if (R->st[k] == NULL)
       CUCK(cudaStreamCreateWithFlags(&R->st[k], cudaStreamNonBlocking));

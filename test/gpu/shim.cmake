@@ -20,7 +20,7 @@ endif()
 # within 1 s, a new communicator after it. shim_windows: symmetric windows (zero-copy plans) and
 # broadcast/reduce from root 1.
 if(TARGET planccl AND TARGET fakenccl AND NOT PCL_SANITIZE)
-  foreach(t shim_faults shim_windows shim_autoreg)
+  foreach(t shim_faults shim_windows shim_autoreg shim_programs)
     add_executable(${t} ${CMAKE_CURRENT_LIST_DIR}/${t}.c)
     pcl_target_defaults(${t})
     target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/test/mp)

@@ -54,6 +54,23 @@ START_TEST(test_defaults) {
   ck_assert_int_eq(o.share_gpu, 1);
   ck_assert_int_eq(o.hostpath, 1);
   ck_assert_int_eq(o.ngpus, 4);
+  ck_assert_int_eq(o.hostpath_sizes, 1);
+  /* Cycled sizes: float allreduce steps by one element, allgather by one per rank. */
+  ck_assert_int_eq(parse(&o, err, "--lib", "p=/p", "--hostpath", "--hostpath-sizes", "256", "-b",
+                         "1K", "-e", "2K", "-f", "2", NULL),
+                   0);
+  ck_assert_int_eq(o.hostpath_sizes, 256);
+  ck_assert_uint_eq(bench_hostpath_step(&o), 4);
+  ck_assert_int_eq(parse(&o, err, "--lib", "p=/p", "--hostpath", "--hostpath-sizes", "256",
+                         "--coll", "allgather", "-g", "8", "-b", "1K", "-e", "16K", "-f", "2",
+                         NULL),
+                   0);
+  ck_assert_uint_eq(bench_hostpath_step(&o), 32);
+  /* 1K + 256 * 32 passes 8K: refused with the reason. */
+  ck_assert_int_eq(parse(&o, err, "--lib", "p=/p", "--hostpath", "--hostpath-sizes", "257",
+                         "--coll", "allgather", "-g", "8", "-b", "1K", "-e", "8K", "-f", "2", NULL),
+                   -1);
+  ck_assert_ptr_nonnull(strstr(err, "largest cycled size"));
 }
 END_TEST
 
@@ -122,6 +139,8 @@ START_TEST(test_bad_arguments) {
                               "--place sideways",
                               "--baseline b",
                               "--hostpath --model proc",
+                              "--hostpath-sizes 4",
+                              "--hostpath --hostpath-sizes 0",
                               "-b 1 -e 1G -f 1.01"};
   bench_opts_t o;
   char err[256];
