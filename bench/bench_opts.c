@@ -71,7 +71,7 @@ void bench_usage(FILE *f) {
       "  --hostpath               thread model: also the host path of one call and the launch\n"
       "                           floors under it (lines starting '# host path')\n"
       "  --hostpath-sizes N       with --hostpath: the calls cycle through N sizes from -b up,\n"
-      "                           one element per rank apart (1); their first calls timed apart\n"
+      "                           8 bytes per rank apart (1); their first calls timed apart\n"
       "  --share-gpu              ranks share the visible GPUs (rank r on GPU r mod their count):\n"
       "                           planccl over a stand-in NCCL; the real NCCL refuses it\n"
       "Exit status: 0 all results right, 1 a wrong result or a library that failed, 2 usage.\n");
@@ -171,9 +171,8 @@ static int parse_lib(char *spec, bench_opts_t *o) {
 }
 
 size_t bench_hostpath_step(const bench_opts_t *o) {
-  const bench_coll_t c = o->colls[0];
-  const size_t per = c == BENCH_ALLREDUCE || c == BENCH_BROADCAST || c == BENCH_REDUCE ? 1 : 0;
-  return bench_dtype_size(o->dtype) * (per ? 1 : (size_t)o->ngpus);
+  const size_t es = bench_dtype_size(o->dtype);
+  return (es > 8 ? es : 8) * (size_t)o->ngpus;
 }
 
 /* Checks that only make sense once every option is known. */

@@ -89,7 +89,8 @@ const char *bench_op_name(bench_op_t op);
 const char *bench_model_name(bench_model_t m);
 size_t bench_dtype_size(bench_dtype_t t);
 
-/* The bytes between the sizes --hostpath-sizes cycles: one element more per rank each. */
+/* The bytes between the sizes --hostpath-sizes cycles: 8 per rank (or an element, if larger),
+ * the finest step at which every rank's share stays aligned for planccl's LL16 packets. */
 size_t bench_hostpath_step(const bench_opts_t *o);
 
 /* 1 for the collectives that take a reduction op, and for those that take a root. */

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include "alloc.h"
 #include "cuda_check.h"
 #include "exec.h"
@@ -16,6 +17,8 @@
 #include "portchan.h"
 #include "exec_int.h"
 #include "exec_progs.h"
+
+#define PCL_EXEC_FITS 8 /* block sizes whose occupancy a context remembers */
 
 /* The host-mapped words: error, abort, then the kernels' hang report (kernel_abi.h). */
 #define WORDS_BYTES (PCL_KHANG_OFFSET + sizeof(pcl_khang_t))
@@ -28,9 +31,11 @@ struct pcl_exec_ctx {
   int hang_logged;   /* the report was logged (pcl_exec_async_error; atomic: any thread) */
   uint32_t *d_words;
   cudaStream_t side;
-  pcl_kprof_t *d_prof; /* PCL_KPROF builds only, else NULL */
-  uint64_t half;       /* this rank's constant scratch half */
-  uint8_t launch;      /* PCL_KLAUNCH_* of every launch (PLANCCL_PDL), fixed at creation */
+  pcl_kprof_t *d_prof;        /* PCL_KPROF builds only, else NULL */
+  uint64_t half;              /* this rank's constant scratch half */
+  uint8_t launch;             /* PCL_KLAUNCH_* of every launch (PLANCCL_PDL), fixed at creation */
+  int fits[PCL_EXEC_FITS][2]; /* (threads per block, blocks that fit at once) asked so far */
+  int nfits;
   /* Changed by the communicator's calling thread only; progs_lock orders those changes with the
    * hang report, which ncclCommGetAsyncError may build from a watchdog thread. */
   pthread_mutex_t progs_lock;
@@ -146,6 +151,12 @@ void pcl_exec_drop_userbuf(pcl_exec_ctx_t *c, const pcl_exec_userbuf_t *ub) {
   drop_progs(c, NULL, ub);
 }
 
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* ---- binding ---- */
 
 static uint64_t peer_scratch(const pcl_exec_ctx_t *c, int peer, uint64_t *half) {
@@ -240,14 +251,28 @@ static ncclResult_t bind_tables(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const
 /* ---- co-residency ---- */
 
 int pcl_exec_coresident(pcl_exec_ctx_t *c, const pcl_plan_t *plan, char *why, size_t why_len) {
-  int prev = -1, fit;
-  int k = c->cfg.dev_ranks > 0 ? c->cfg.dev_ranks : 1;
-  cudaGetDevice(&prev);
-  if (prev != c->cfg.cuda_dev)
-    cudaSetDevice(c->cfg.cuda_dev);
-  fit = pcl_kernels_resident_blocks(plan->num_threads_per_block);
-  if (prev != c->cfg.cuda_dev)
-    cudaSetDevice(prev);
+  int fit, k = c->cfg.dev_ranks > 0 ? c->cfg.dev_ranks : 1;
+  /* The occupancy of every kernel variant (tens of driver queries, ~0.3 ms: most of a new
+   * size's build) depends on the block size alone: asked once per block size. Changed by the
+   * building thread only (under progs_lock, or a test's single thread). */
+  int i = 0;
+  while (i < c->nfits && c->fits[i][0] != plan->num_threads_per_block)
+    i++;
+  if (i < c->nfits) {
+    fit = c->fits[i][1];
+  } else {
+    int prev = -1;
+    cudaGetDevice(&prev);
+    if (prev != c->cfg.cuda_dev)
+      cudaSetDevice(c->cfg.cuda_dev);
+    fit = pcl_kernels_resident_blocks(plan->num_threads_per_block);
+    if (prev != c->cfg.cuda_dev)
+      cudaSetDevice(prev);
+    if (c->nfits < PCL_EXEC_FITS && fit > 0) {
+      c->fits[c->nfits][0] = plan->num_threads_per_block;
+      c->fits[c->nfits++][1] = fit;
+    }
+  }
   if ((int64_t)k * plan->max_blocks <= (int64_t)fit)
     return 1;
   if (why != NULL)
@@ -420,6 +445,7 @@ static ncclResult_t prog_build(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const 
   /* A new shape may be met while the caller's stream is capturing: allocate and copy on our own
    * non-blocking stream with the relaxed capture mode, which never touches the captured one. */
   cudaThreadExchangeStreamCaptureMode(&mode);
+  const uint64_t t0 = now_ns();
   const size_t blocks_bytes = ((size_t)p->stride * plan->max_blocks + 255) & ~(size_t)255;
   /* The plan's semaphores only: the kernels index them below n_sems (checked above). */
   const size_t sem_bytes = ((size_t)g->n_sems * sizeof(int32_t) + 15) & ~(size_t)15;
@@ -435,6 +461,7 @@ static ncclResult_t prog_build(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const 
         cudaMemcpyAsync(p->d_sems, sems, sem_bytes, cudaMemcpyHostToDevice, c->side), res,
         out_mode);
   PCL_CUDA_CHECK_GOTO(cudaStreamSynchronize(c->side), res, out_mode);
+  c->progs.copy_ns += now_ns() - t0;
 out_mode:
   cudaThreadExchangeStreamCaptureMode(&mode);
 out:
@@ -468,7 +495,9 @@ static ncclResult_t prog_get(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
     cudaGetDevice(&prev);
     if (prev != c->cfg.cuda_dev)
       cudaSetDevice(c->cfg.cuda_dev);
+    const uint64_t t0 = now_ns();
     res = prog_build(c, plan, a, shift, p);
+    c->progs.build_ns += now_ns() - t0;
     if (prev != c->cfg.cuda_dev)
       cudaSetDevice(prev);
     if (res == ncclSuccess) {

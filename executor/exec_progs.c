@@ -9,7 +9,6 @@
 #include "log.h"
 #include "param.h"
 
-
 static uint32_t hash_key(const pcl_plan_t *plan, uint64_t in, uint64_t out, int shift) {
   uint64_t h = (uint64_t)(uintptr_t)plan * 0x9e3779b97f4a7c15ull;
   h ^= in + 0x7f4a7c159e3779b9ull + (h << 6) + (h >> 2);
@@ -73,10 +72,14 @@ static void free_images(pcl_progs_freed_t *l, int n) {
 void pcl_progs_fini(pcl_exec_progs_t *t, int rank) {
   if (t->built > 0)
     PCL_INFO(PCL_LOG_EXEC,
-             "rank %d: %llu programs built, %llu evicted, at most %llu at once, %d MiB of "
-             "device memory for their images (PLANCCL_EXEC_PROGRAMS %d)",
+             "rank %d: %llu programs built, %llu evicted, %llu of them rebuilt, at most %llu at "
+             "once, %d MiB of device memory for their images (PLANCCL_EXEC_PROGRAMS %d, then "
+             "%d more); a build took %.1f us on the host, %.1f of it copying to the device",
              rank, (unsigned long long)t->built, (unsigned long long)t->evicted,
-             (unsigned long long)t->peak, t->nchunks * (int)(PCL_PROGS_CHUNK >> 20), t->limit);
+             (unsigned long long)t->rebuilt, (unsigned long long)t->peak,
+             t->nchunks * (int)(PCL_PROGS_CHUNK >> 20), t->limit, t->slack,
+             (double)t->build_ns / 1e3 / (double)t->built,
+             (double)t->copy_ns / 1e3 / (double)t->built);
   for (int i = 0; i < t->n; i++)
     if (t->v[i].image_cls < 0)
       cudaFree(t->v[i].image);
@@ -89,6 +92,7 @@ void pcl_progs_fini(pcl_exec_progs_t *t, int rank) {
     cudaFree(t->chunks[i]);
   pcl_free(t->chunks);
   pcl_free(t->index);
+  pcl_free(t->seen);
   pcl_free(t->v);
   if (t->ev != NULL)
     cudaEventDestroy(t->ev);
@@ -169,6 +173,10 @@ static void evict_one(pcl_exec_progs_t *t) {
   }
   if (victim < 0)
     return; /* every newer program is in a graph: the table grows */
+  const prog_t *v = &t->v[victim];
+  const uint32_t h = hash_key(v->plan, v->in_bytes, v->out_bytes, v->shift);
+  if (t->seen != NULL)
+    t->seen[h & (PCL_PROGS_SEEN - 1)] = h | 1u;
   remove_at(t, victim);
   t->evicted++;
   index_rebuild(t);
@@ -263,8 +271,26 @@ void pcl_progs_commit(pcl_exec_progs_t *t, int rank) {
   t->built++;
   if ((uint64_t)t->n > t->peak)
     t->peak = (uint64_t)t->n;
+  if (t->watching && t->seen != NULL) {
+    const uint32_t h = hash_key(p->plan, p->in_bytes, p->out_bytes, p->shift);
+    uint32_t *slot = &t->seen[h & (PCL_PROGS_SEEN - 1)];
+    if (*slot == (h | 1u)) {
+      *slot = 0;
+      t->rebuilt++;
+      if (++t->rebuilds >= t->slack / 2 && t->slack < 64 * t->limit) {
+        t->slack *= 4;
+        t->rebuilds = 0;
+        PCL_INFO(PCL_LOG_EXEC,
+                 "rank %d: calls cycle through more sizes than %d programs: the table now holds "
+                 "up to %d more than PLANCCL_EXEC_PROGRAMS",
+                 rank, t->n, t->slack);
+      }
+    }
+  }
   if (!t->watching && t->n >= t->limit) {
     t->watching = 1;
+    t->seen = pcl_calloc(PCL_PROGS_SEEN, sizeof(uint32_t), "exec evicted keys"); /* NULL: no
+                                                                                     growth */
     PCL_INFO(PCL_LOG_EXEC,
              "rank %d: %d programs built (PLANCCL_EXEC_PROGRAMS): they stay; newer ones beyond "
              "%d more are evicted least recently used first, unless a graph captured them",

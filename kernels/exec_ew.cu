@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS, 1)
     pcl_kdep_wait();
     f64 = *(volatile const uint64_t *)slot + 1;
   }
-  const uint32_t flag = pcl_kflag32(f64), odd = flag & 1u;
+  const uint32_t flag = pcl_kflag32(f64), odd = (uint32_t)f64 & 1u;
   const uint32_t bytes = __shfl_sync(0xffffffffu, mine.x, 0);
   const uint32_t s_off = __shfl_sync(0xffffffffu, mine.y, 0);
   const uint32_t o_off = __shfl_sync(0xffffffffu, mine.z, 0);

@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(1024, 1) pcl_kexec(const __grid_constant__ pcl
     ctx.ops = (const pcl_kop_t *)(base + off[3]);
     ctx.refs = (const pcl_kref_t *)(base + off[4]);
     ctx.nops = hdr->nops;
-    ctx.odd = flag & 1u;
+    ctx.odd = (uint32_t)flag64 & 1u;
     ctx.base[PCL_KBUF_INPUT] = (char *)(uintptr_t)a.in;
     ctx.base[PCL_KBUF_OUTPUT] = (char *)(uintptr_t)a.out;
     ctx.base[PCL_KBUF_SCRATCH] = (char *)(uintptr_t)a.scratch + (ctx.odd ? a.scratch_half : 0);
@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS)
   pcl_kstart(a, pcl_ksmem, &flag64);
   __syncthreads();
   const uint64_t f64 = flag64;
-  const uint32_t flag = pcl_kflag32(f64), odd = flag & 1u;
+  const uint32_t flag = pcl_kflag32(f64), odd = (uint32_t)f64 & 1u;
   const pcl_kblock_t *hdr = (const pcl_kblock_t *)pcl_ksmem;
   uint32_t off[5], bytes;
   pcl_kpack_offsets(hdr, off, &bytes);

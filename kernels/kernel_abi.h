@@ -232,13 +232,18 @@ static inline PCL_KABI_HD void pcl_kpack_offsets(const pcl_kblock_t *hdr, uint32
   *bytes = o;
 }
 
-/* The 32-bit flag packets carry for the call whose 64-bit flag (state flag slot + 1) is f: its low
- * half, except that a low half of 0 (once every 2^32 calls) becomes 2. Zero must never be a
- * call's flag: scratch starts zeroed, so a region no call wrote yet would pass for this call's
- * packets. 2 keeps the parity (the scratch half) and was last used 2^32 - 2 calls before. */
+/* The 32-bit flag packets carry for the call whose 64-bit flag (state flag slot + 1, from 1) is
+ * f: f itself up to 2^32 - 1, then 1, 2, ... again: ((f - 1) mod (2^32 - 1)) + 1, never 0 (scratch
+ * starts zeroed, so a region no call wrote yet would pass for a call's packets of flag 0) and no
+ * value twice within 2^32 - 1 calls (a packet left by an earlier call must never match). Its
+ * parity is not the call's at the wrap: kernels pick the scratch half by f's parity. */
 static inline PCL_KABI_HD uint32_t pcl_kflag32(uint64_t f) {
-  const uint32_t lo = (uint32_t)f;
-  return lo != 0u ? lo : 2u;
+  const uint64_t x = f - 1u;
+  uint64_t m = (x & 0xffffffffu) + (x >> 32); /* 2^32 = 1 (mod 2^32 - 1) */
+  m = (m & 0xffffffffu) + (m >> 32);
+  if (m >= 0xffffffffu)
+    m -= 0xffffffffu;
+  return (uint32_t)m + 1u;
 }
 
 /* ---- the elementwise program (the EW kernels, kernels/exec_ew.cu) ----

@@ -9,6 +9,7 @@
 #include "pcl_abort.h"
 #include "alloc.h"
 #include "comm_int.h"
+#include "portchan.h"
 #include "exec.h"
 #include "log.h"
 #include "pcl_check.h"
@@ -427,6 +428,19 @@ PCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncE
         PCL_WARN(PCL_LOG_SHIM | PCL_LOG_EXEC,
                  "communicator %p rank %d: a planccl kernel failed "
                  "(%s): timeout (PLANCCL_TIMEOUT_S) or abort",
+                 (void *)c, c->rank, ncclGetErrorString((ncclResult_t)mine));
+      }
+    }
+    /* The proxy stops for good at its first error (a port transport's send, copy or receiver):
+     * kernels waiting on its channels would wait for ever, so the caller learns it here and
+     * aborts the communicator, as after an NCCL transport error. */
+    if (mine == ncclSuccess && p != NULL && p->portchan != NULL) {
+      mine = pcl_portchan_error(p->portchan);
+      if (mine != ncclSuccess) {
+        atomic_store(&c->async_error, mine);
+        PCL_WARN(PCL_LOG_SHIM | PCL_LOG_PORT,
+                 "communicator %p rank %d: planccl's port channels failed (%s): abort the "
+                 "communicator (ncclCommAbort)",
                  (void *)c, c->rank, ncclGetErrorString((ncclResult_t)mine));
       }
     }

@@ -74,6 +74,12 @@ static const pcl_mem_local_t *lookup(void *owner, uint32_t id) {
   return (id < PCL_FIFO_MAX_MEMORIES && mem_used(&p->mem[id])) ? &p->mem[id].local : NULL;
 }
 
+static void fail(pcl_proxy_t *p, ncclResult_t res);
+
+static void transport_failed(void *owner, ncclResult_t res) {
+  fail((pcl_proxy_t *)owner, res);
+}
+
 ncclResult_t pcl_proxy_create(const pcl_proxy_config_t *cfg, pcl_proxy_t **out) {
   ncclResult_t res;
   pcl_proxy_t *p = NULL;
@@ -105,6 +111,7 @@ ncclResult_t pcl_proxy_create(const pcl_proxy_config_t *cfg, pcl_proxy_t **out) 
   p->ctx.bootstrap = cfg->bootstrap;
   p->ctx.abort_flag = cfg->abort_flag;
   p->ctx.lookup = lookup;
+  p->ctx.failed = transport_failed;
   p->ctx.owner = p;
   *out = p;
   return ncclSuccess;

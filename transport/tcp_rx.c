@@ -166,6 +166,19 @@ static int apply_signal(tcp_stream_t *st, const tcp_hdr_t *h, const pcl_mem_loca
   return rx_copy(st, k, sem, slot, sizeof(uint64_t));
 }
 
+/* Every exit of a receiver but an orderly close or a stop loses messages for good: the proxy
+ * records the failure (already WARNed where it was seen), so the communicator reports it
+ * (ncclCommGetAsyncError) instead of leaving its kernels to wait for data that never comes. */
+static void rx_failed(tcp_stream_t *st, ncclResult_t res) {
+  tcp_conn_t *c = st->c;
+  if (atomic_load_explicit(&c->stop, memory_order_relaxed) || c->ctx->failed == NULL)
+    return;
+  PCL_WARN(PCL_LOG_NET, "tcp rank %d: connection %d to rank %d stops receiving (%s)", c->ctx->rank,
+           st->idx, c->peer,
+           res == ncclRemoteError ? "the peer's stream broke" : "a local failure");
+  c->ctx->failed(c->ctx->owner, res);
+}
+
 void *pcl_tcp_rx_main(void *arg) {
   tcp_stream_t *st = arg;
   tcp_conn_t *c = st->c;
@@ -173,8 +186,12 @@ void *pcl_tcp_rx_main(void *arg) {
   for (;;) {
     tcp_hdr_t h;
     int r = rx_bytes(st, &h, sizeof(h), 1);
-    if (r <= 0)
-      break; /* closed by the peer at teardown, or stopped */
+    if (r == 0)
+      break; /* closed by the peer at a message boundary (its teardown) */
+    if (r < 0) {
+      rx_failed(st, ncclRemoteError); /* unless stopped: a mid-message close or a socket error */
+      break;
+    }
     const pcl_mem_local_t *m = c->ctx->lookup(c->ctx->owner, h.mem_id);
     uint64_t need = h.type == TCP_MSG_PUT ? h.arg : sizeof(uint64_t);
     if (m == NULL || need > m->size || h.off > m->size - need ||
@@ -184,12 +201,17 @@ void *pcl_tcp_rx_main(void *arg) {
                "not registered or out of range; closing",
                c->ctx->rank, c->peer, h.mem_id, (unsigned long long)h.off,
                (unsigned long long)need);
+      rx_failed(st, ncclRemoteError);
       break;
     }
-    if (rx_fence(st, &h) != 0)
+    if (rx_fence(st, &h) != 0) {
+      rx_failed(st, ncclRemoteError); /* another stream of the connection ended first */
       break;
-    if ((h.type == TCP_MSG_PUT ? apply_put(st, &h, m) : apply_signal(st, &h, m)) != 0)
+    }
+    if ((h.type == TCP_MSG_PUT ? apply_put(st, &h, m) : apply_signal(st, &h, m)) != 0) {
+      rx_failed(st, ncclSystemError); /* the socket or the copy to the GPU (WARNed there) */
       break;
+    }
     atomic_fetch_add_explicit(&st->applied, 1, memory_order_release);
   }
   atomic_store_explicit(&st->rx_done, 1, memory_order_release);

@@ -60,6 +60,9 @@ typedef struct pcl_transport_ctx {
   volatile uint32_t *abort_flag; /* may be NULL */
   /* Resolves a local memory id for receivers (TCP); the table is frozen while traffic flows. */
   const pcl_mem_local_t *(*lookup)(void *owner, uint32_t mem_id);
+  /* A transport's own thread (a TCP receiver) failed for good: the owner records res as its
+   * error (pcl_proxy_error, then the communicator's asynchronous error). Any thread. */
+  void (*failed)(void *owner, ncclResult_t res);
   void *owner;
   void *priv[PCL_TRANSPORT_COUNT]; /* per-transport state created by init */
 } pcl_transport_ctx_t;

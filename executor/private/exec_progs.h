@@ -41,7 +41,8 @@ typedef struct {
 
 #define PCL_PROGS_CHUNK (2u << 20) /* bytes of one arena chunk */
 #define PCL_PROGS_MIN_CLASS 256u
-#define PCL_PROGS_CLASSES 14 /* 256 B .. 2 MiB */
+#define PCL_PROGS_CLASSES 14  /* 256 B .. 2 MiB */
+#define PCL_PROGS_SEEN 65536u /* slots of the evicted-key filter (256 KiB of host memory) */
 
 /* Freed images wait here until a launch after their last use has completed. */
 typedef struct {
@@ -67,6 +68,12 @@ typedef struct {
   int limit, slack;
   int watching; /* the table reached `limit` once */
   int newer;    /* programs with kept == 0 */
+  /* Sizes cycling through more programs than the table holds would rebuild one per call: the
+   * hashes of evicted keys (direct-mapped, PCL_PROGS_SEEN slots) tell a rebuild from a new
+   * size, and once rebuilds reach half the slack the slack grows fourfold (memory for a
+   * workload that needs it; a drifting one still stays bounded). */
+  uint32_t *seen;
+  int rebuilds; /* since the slack last grew */
   /* Arena: chunks of PCL_PROGS_CHUNK bytes cut into power-of-two classes from 256 bytes. */
   void **chunks;
   int nchunks, capchunks;
@@ -79,7 +86,8 @@ typedef struct {
   pcl_progs_freed_t *grave; /* images of removed pinned programs: kept until the context goes */
   int ngrave, capgrave;
   cudaEvent_t ev;
-  uint64_t built, evicted, peak;
+  uint64_t built, evicted, rebuilt, peak;
+  uint64_t build_ns, copy_ns; /* host time of the builds, and of their copies to the device */
 } pcl_exec_progs_t;
 
 /* The device is the context's (current). Init cannot fail but for the event. */

@@ -27,9 +27,11 @@ run programs_head $D/head shim_programs
 H=$OUT/hostpath.log; : > $H
 for i in 1 2; do
   for n in 1 64 512 2048 4096; do
-    for v in new head; do
+    vs="new head"; [ $n -ge 2048 ] && vs="new head big"
+    for v in $vs; do
       lib=$D/bin/libplanccl.so; [ $v = head ] && lib=$D/head/libplanccl.so
-      PLANCCL_PLAN_DIR=$PWD/plans/allreduce timeout 120 $D/bin/planccl-bench --lib $v=$lib \
+      lim=1024; [ $v = big ] && lim=8192
+      PLANCCL_EXEC_PROGRAMS=$lim PLANCCL_PLAN_DIR=$PWD/plans/allreduce timeout 120 $D/bin/planccl-bench --lib $v=$lib \
         -g 2 --share-gpu --coll allreduce -b 1K -e 32K -f 32 -G 0 -n 10 --place out \
         --hostpath --hostpath-sizes $n 2>&1 |
         grep -E '^# host path (call|sizes|floor: interpreter-shaped kernel, cuLaunchKernel)' |

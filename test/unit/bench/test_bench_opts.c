@@ -55,19 +55,19 @@ START_TEST(test_defaults) {
   ck_assert_int_eq(o.hostpath, 1);
   ck_assert_int_eq(o.ngpus, 4);
   ck_assert_int_eq(o.hostpath_sizes, 1);
-  /* Cycled sizes: float allreduce steps by one element, allgather by one per rank. */
+  /* Cycled sizes: 8 bytes per rank apart. */
   ck_assert_int_eq(parse(&o, err, "--lib", "p=/p", "--hostpath", "--hostpath-sizes", "256", "-b",
-                         "1K", "-e", "2K", "-f", "2", NULL),
+                         "1K", "-e", "8K", "-f", "2", NULL),
                    0);
   ck_assert_int_eq(o.hostpath_sizes, 256);
-  ck_assert_uint_eq(bench_hostpath_step(&o), 4);
+  ck_assert_uint_eq(bench_hostpath_step(&o), 16);
   ck_assert_int_eq(parse(&o, err, "--lib", "p=/p", "--hostpath", "--hostpath-sizes", "256",
-                         "--coll", "allgather", "-g", "8", "-b", "1K", "-e", "16K", "-f", "2",
+                         "--coll", "allgather", "-g", "8", "-b", "1K", "-e", "32K", "-f", "2",
                          NULL),
                    0);
-  ck_assert_uint_eq(bench_hostpath_step(&o), 32);
-  /* 1K + 256 * 32 passes 8K: refused with the reason. */
-  ck_assert_int_eq(parse(&o, err, "--lib", "p=/p", "--hostpath", "--hostpath-sizes", "257",
+  ck_assert_uint_eq(bench_hostpath_step(&o), 64);
+  /* 1K + 128 * 64 passes 8K: refused with the reason. */
+  ck_assert_int_eq(parse(&o, err, "--lib", "p=/p", "--hostpath", "--hostpath-sizes", "129",
                          "--coll", "allgather", "-g", "8", "-b", "1K", "-e", "8K", "-f", "2", NULL),
                    -1);
   ck_assert_ptr_nonnull(strstr(err, "largest cycled size"));

@@ -42,6 +42,26 @@ START_TEST(test_abi_sizes) {
 }
 END_TEST
 
+/* The packets' 32-bit flag (pcl_kflag32): the call's flag until 2^32 - 1, never 0, and no value
+ * twice within 2^32 - 1 consecutive calls, across the first wraps too. */
+START_TEST(test_flag32_wrap) {
+  const uint64_t m = 0xffffffffull;
+  ck_assert_uint_eq(pcl_kflag32(1), 1);
+  ck_assert_uint_eq(pcl_kflag32(12345), 12345);
+  ck_assert_uint_eq(pcl_kflag32(m), m);
+  ck_assert_uint_eq(pcl_kflag32(m + 1), 1);
+  ck_assert_uint_eq(pcl_kflag32(m + 2), 2);
+  for (uint64_t w = 1; w < 6; w++)
+    for (uint64_t f = w * m - 8; f < w * m + 8; f++) {
+      ck_assert_uint_ne(pcl_kflag32(f), 0);
+      ck_assert_uint_ne(pcl_kflag32(f), pcl_kflag32(f + 1));
+      ck_assert_uint_ne(pcl_kflag32(f), pcl_kflag32(f + 2)); /* the same scratch half */
+      ck_assert_uint_eq(pcl_kflag32(f), pcl_kflag32(f + m));
+    }
+  ck_assert_uint_ne(pcl_kflag32(UINT64_MAX), 0);
+}
+END_TEST
+
 START_TEST(test_kop_map) {
   ck_assert_int_eq(pcl_exec_kop_of(PCL_PLAN_OP_RECSPKT), PCL_KOP_RECSPKT);
   ck_assert_int_eq(pcl_exec_kop_of(PCL_PLAN_OP_PIPELINE), PCL_KOP_PIPELINE);
@@ -588,6 +608,7 @@ int main(void) {
   Suite *s = suite_create("exec_build");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, test_abi_sizes);
+  tcase_add_test(tc, test_flag32_wrap);
   tcase_add_test(tc, test_kop_map);
   tcase_add_test(tc, test_ll_allreduce);
   tcase_add_test(tc, test_tbg_pipeline);

@@ -57,6 +57,59 @@ START_TEST(test_tcp_stripes) {
 }
 END_TEST
 
+/* Rank 1 withdraws its destination region; rank 0 then puts into it. Rank 1's receiver must
+ * stop and its proxy report the failure (before, the receiver stopped silently and whoever
+ * waited for the data found out only by a timeout, or never with PLANCCL_TIMEOUT_S=0). */
+static int rx_failure_rank(int rank, int n, void *argp) {
+  stripes_args_t *a = argp;
+  int rc = 0;
+  pcl_bootstrap_t *b = NULL;
+  pcl_proxy_t *px = NULL;
+  unsigned char *src = calloc(1, 4096), *dst = calloc(1, 4096);
+  uint64_t *sem = aligned_alloc(64, 64);
+  PCL_MP_CHECK(src && dst && sem, 1);
+  memset(sem, 0, 64);
+  PCL_MP_CHECK(pcl_bootstrap_create(&a->handle, rank, n, NULL, &b) == ncclSuccess, 2);
+  PCL_MP_CHECK(port_pair_open(b, rank, n, PCL_TRANSPORT_TCP, src, dst, 4096, sem, &px) == 0, 3);
+  if (rank == 1)
+    PCL_MP_CHECK(pcl_proxy_mem_dereg(px, 1) == ncclSuccess, 4);
+  PCL_MP_CHECK(pcl_bootstrap_barrier(b) == ncclSuccess, 5);
+  if (rank == 0) {
+    pcl_fifo_device_t f = pcl_proxy_fifo(px);
+    uint64_t pos =
+        pcl_fifo_host_push(f, pcl_fifo_w0(64, 0),
+                           pcl_fifo_w1(PCL_FIFO_TYPE_DATA | PCL_FIFO_TYPE_SYNC, 0, 1, 0, 0), NULL);
+    PCL_MP_CHECK(pos != UINT64_MAX && pcl_fifo_host_wait(f, pos, NULL) == 0, 6);
+    PCL_MP_CHECK(pcl_proxy_error(px) == ncclSuccess, 7); /* the sender did nothing wrong */
+  } else {
+    double end = pcl_mp_now() + 10;
+    while (pcl_proxy_error(px) == ncclSuccess && pcl_mp_now() < end)
+      usleep(1000);
+    PCL_MP_CHECK(pcl_proxy_error(px) == ncclRemoteError, 8);
+  }
+out:
+  if (b != NULL)
+    (void)pcl_bootstrap_barrier(b);
+  pcl_proxy_destroy(px);
+  pcl_bootstrap_destroy(b);
+  free(src);
+  free(dst);
+  free(sem);
+  return rc;
+}
+
+START_TEST(test_tcp_rx_failure) {
+  setenv("PLANCCL_SOCKET_IFNAME", "lo", 1);
+  pcl_param_reset();
+  static stripes_args_t a;
+  ck_assert_int_eq(pcl_bootstrap_root_create(&a.handle), ncclSuccess);
+  ck_assert_int_eq(pcl_mp_run_threads(2, rx_failure_rank, &a, NULL), 0);
+  for (int i = 0; i < 500 && pcl_bootstrap_roots_active() > 0; i++)
+    usleep(10000);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 START_TEST(test_ib_loopback) {
   setenv("PLANCCL_SOCKET_IFNAME", "lo", 1);
   pcl_param_reset();
@@ -157,6 +210,7 @@ int main(void) {
   TCase *st = tcase_create("stripes");
   tcase_set_timeout(st, 120);
   tcase_add_test(st, test_tcp_stripes);
+  tcase_add_test(st, test_tcp_rx_failure);
   suite_add_tcase(s, st);
   return pcl_test_run_suite(s);
 }
