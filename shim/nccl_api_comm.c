@@ -421,28 +421,21 @@ PCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncE
     pcl_setup_join(c, 0);
     int mine = atomic_load(&c->async_error);
     struct pcl_comm_pcl *p = c->pcl;
-    if (mine == ncclSuccess && p != NULL && p->exec != NULL) {
-      mine = pcl_exec_async_error(p->exec, NULL);
-      if (mine != ncclSuccess) {
-        atomic_store(&c->async_error, mine);
-        PCL_WARN(PCL_LOG_SHIM | PCL_LOG_EXEC,
-                 "communicator %p rank %d: a planccl kernel failed "
-                 "(%s): timeout (PLANCCL_TIMEOUT_S) or abort",
-                 (void *)c, c->rank, ncclGetErrorString((ncclResult_t)mine));
-      }
-    }
-    /* The proxy stops for good at its first error (a port transport's send, copy or receiver):
-     * kernels waiting on its channels would wait for ever, so the caller learns it here and
-     * aborts the communicator, as after an NCCL transport error. */
-    if (mine == ncclSuccess && p != NULL && p->portchan != NULL) {
-      mine = pcl_portchan_error(p->portchan);
-      if (mine != ncclSuccess) {
-        atomic_store(&c->async_error, mine);
-        PCL_WARN(PCL_LOG_SHIM | PCL_LOG_PORT,
-                 "communicator %p rank %d: planccl's port channels failed (%s): abort the "
-                 "communicator (ncclCommAbort)",
-                 (void *)c, c->rank, ncclGetErrorString((ncclResult_t)mine));
-      }
+    /* planccl's own errors: a kernel that gave up, or the proxy, which stops for good at its
+     * first error (a port transport's send, copy or receiver) so kernels waiting on its
+     * channels would wait for ever: the caller learns either here and aborts the communicator,
+     * as after an NCCL transport error. Latched and WARNed once. */
+    const char *what = NULL;
+    if (mine == ncclSuccess && p != NULL && p->exec != NULL &&
+        (mine = pcl_exec_async_error(p->exec, NULL)) != ncclSuccess)
+      what = "a planccl kernel failed: timeout (PLANCCL_TIMEOUT_S) or abort";
+    if (mine == ncclSuccess && p != NULL && p->portchan != NULL &&
+        (mine = pcl_portchan_error(p->portchan)) != ncclSuccess)
+      what = "planccl's port channels failed: abort the communicator (ncclCommAbort)";
+    if (what != NULL) {
+      atomic_store(&c->async_error, mine);
+      PCL_WARN(PCL_LOG_SHIM | PCL_LOG_EXEC, "communicator %p rank %d: %s (%s)", (void *)c, c->rank,
+               what, ncclGetErrorString((ncclResult_t)mine));
     }
     if (mine != ncclSuccess)
       *asyncError = (ncclResult_t)mine;
