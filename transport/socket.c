@@ -451,6 +451,20 @@ ncclResult_t pcl_socket_send(int fd, const void *buf, size_t bytes, const pcl_so
   }
 }
 
+ncclResult_t pcl_socket_send_stall(int fd, const void *buf, size_t bytes, pcl_socket_wait_t *w,
+                                   uint64_t stall_ns) {
+  size_t done = 0;
+  for (;;) {
+    const size_t before = done;
+    PCL_CHECK(pcl_socket_progress_send(fd, buf, bytes, &done, w->what));
+    if (done == bytes)
+      return ncclSuccess;
+    if (done != before && w->deadline_ns != 0)
+      w->deadline_ns = pcl_socket_now_ns() + stall_ns;
+    PCL_CHECK(pcl_socket_poll(fd, POLLOUT, w));
+  }
+}
+
 ncclResult_t pcl_socket_recv(int fd, void *buf, size_t bytes, const pcl_socket_wait_t *w) {
   size_t done = 0;
   for (;;) {

@@ -59,6 +59,10 @@ ncclResult_t pcl_socket_accept_greeted(int listen_fd, const pcl_socket_wait_t *w
                                        int *dropped);
 
 ncclResult_t pcl_socket_send(int fd, const void *buf, size_t bytes, const pcl_socket_wait_t *w);
+/* As pcl_socket_send, but w's deadline bounds a stall, not the whole message: it moves on by
+ * `stall_ns` whenever bytes go out (a large message on a slow link is not a failure). */
+ncclResult_t pcl_socket_send_stall(int fd, const void *buf, size_t bytes, pcl_socket_wait_t *w,
+                                   uint64_t stall_ns);
 ncclResult_t pcl_socket_recv(int fd, void *buf, size_t bytes, const pcl_socket_wait_t *w);
 /* Sends on sfd and receives on rfd at the same time (no deadlock when both sides send first). */
 ncclResult_t pcl_socket_sendrecv(int sfd, const void *sbuf, size_t sbytes, int rfd, void *rbuf,

@@ -51,8 +51,10 @@ ncclResult_t pcl_tcp_send_all(tcp_stream_t *st, const void *buf, size_t n) {
   char what[96];
   snprintf(what, sizeof(what), "tcp rank %d: sending to rank %d (connection %d)", st->c->ctx->rank,
            st->c->peer, st->idx);
+  /* PLANCCL_BOOTSTRAP_TIMEOUT_S without a byte going out fails the send; a slow but moving
+   * link does not, however long the message. */
   pcl_socket_wait_t w = pcl_socket_wait_default(st->c->ctx->abort_flag, what);
-  return pcl_socket_send(st->fd, buf, n, &w);
+  return pcl_socket_send_stall(st->fd, buf, n, &w, (uint64_t)w.timeout_s * 1000000000ull);
 }
 
 /* Queues the copy of chunk [at, at + n) of a device source into send_stage half `half`. */

@@ -4,6 +4,9 @@
  * init/destroy cycles without leaking fds, threads or bytes. */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -416,6 +419,60 @@ static int client(const pcl_sockaddr_t *to, const void *bytes, size_t n) {
 /* A listener waiting for one greeting: strangers before the real peer (silent, short, closed,
  * wrong bytes) are dropped after the greeting time each, not held until the overall deadline;
  * with only a silent stranger the call ends at its deadline; the abort flag ends it too. */
+/* A reader that takes 64 KiB every 50 ms for about 1.3 s: a send of 1.5 MiB with a 0.5 s stall
+ * deadline goes through (bytes keep moving), one with a plain 0.5 s deadline does not. */
+typedef struct {
+  int fd;
+  size_t want;
+} slow_reader_t;
+
+static void *slow_read(void *arg) {
+  slow_reader_t *r = arg;
+  static char buf[64 << 10];
+  size_t got = 0;
+  while (got < r->want) {
+    ssize_t n = read(r->fd, buf, sizeof(buf));
+    if (n <= 0)
+      break;
+    got += (size_t)n;
+    usleep(50000);
+  }
+  r->want = got;
+  return NULL;
+}
+
+START_TEST(test_send_stall) {
+  const size_t bytes = 3u << 19;
+  char *msg = calloc(1, bytes);
+  ck_assert_ptr_nonnull(msg);
+  for (int plain = 0; plain < 2; plain++) {
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    int small = 64 << 10;
+    (void)setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+    (void)setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    ck_assert_int_eq(fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK), 0);
+    slow_reader_t r = {sv[1], bytes};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, slow_read, &r), 0);
+    pcl_socket_wait_t w = pcl_socket_wait_default(NULL, "slow reader");
+    w.deadline_ns = pcl_socket_now_ns() + 500000000ull;
+    ncclResult_t res = plain ? pcl_socket_send(sv[0], msg, bytes, &w)
+                             : pcl_socket_send_stall(sv[0], msg, bytes, &w, 500000000ull);
+    close(sv[0]);
+    pthread_join(th, NULL);
+    close(sv[1]);
+    if (plain) {
+      ck_assert_int_eq(res, ncclRemoteError);
+    } else {
+      ck_assert_int_eq(res, ncclSuccess);
+      ck_assert_uint_eq(r.want, bytes);
+    }
+  }
+  free(msg);
+}
+END_TEST
+
 START_TEST(test_accept_greeted) {
   pcl_sockaddr_t a, bound;
   char name[64];
@@ -488,6 +545,7 @@ int main(void) {
   ADD_NOFORK(test_ifname_match);
   ADD_NOFORK(test_socket_ipv6);
   ADD_NOFORK(test_accept_greeted);
+  ADD_NOFORK(test_send_stall);
   ADD_NOFORK(test_single_rank);
   ADD(test_fork_2);
   ADD(test_fork_3);
