@@ -46,6 +46,9 @@ struct pcl_exec_ctx {
   cudaStream_t last_stream;
   int have_last, multi, captured;
   cudaEvent_t order_ev;
+  /* Recorded on `side` after each build's copies; built_pending until a launch waited for it. */
+  cudaEvent_t built_ev;
+  int built_pending;
 };
 
 ncclResult_t pcl_exec_ctx_create(const pcl_exec_config_t *cfg, pcl_exec_ctx_t **out) {
@@ -79,6 +82,8 @@ ncclResult_t pcl_exec_ctx_create(const pcl_exec_config_t *cfg, pcl_exec_ctx_t **
   PCL_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking), res, err_words);
   PCL_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&c->order_ev, cudaEventDisableTiming), res,
                       err_stream);
+  PCL_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&c->built_ev, cudaEventDisableTiming), res,
+                      err_stream);
   PCL_CHECK_GOTO(pcl_progs_init(&c->progs), res, err_stream);
 #ifdef PCL_KPROF
   PCL_CUDA_CHECK_GOTO(cudaMalloc((void **)&c->d_prof, sizeof(pcl_kprof_t)), res, err_stream);
@@ -93,6 +98,8 @@ err_stream:
   cudaFree(c->d_prof);
   if (c->order_ev != NULL)
     cudaEventDestroy(c->order_ev);
+  if (c->built_ev != NULL)
+    cudaEventDestroy(c->built_ev);
   cudaStreamDestroy(c->side);
 err_words:
   cudaFreeHost(c->h_words);
@@ -115,6 +122,7 @@ void pcl_exec_ctx_destroy(pcl_exec_ctx_t *c) {
   pcl_progs_fini(&c->progs, c->cfg.rank);
   cudaFree(c->d_prof);
   cudaEventDestroy(c->order_ev);
+  cudaEventDestroy(c->built_ev);
   cudaStreamDestroy(c->side);
   cudaFreeHost(c->h_words);
   cudaFree(c->d_state);
@@ -460,7 +468,9 @@ static ncclResult_t prog_build(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const 
     PCL_CUDA_CHECK_GOTO(
         cudaMemcpyAsync(p->d_sems, sems, sem_bytes, cudaMemcpyHostToDevice, c->side), res,
         out_mode);
-  PCL_CUDA_CHECK_GOTO(cudaStreamSynchronize(c->side), res, out_mode);
+  /* No host wait here: the first launch after a build waits for this event (ready_wait). */
+  PCL_CUDA_CHECK_GOTO(cudaEventRecord(c->built_ev, c->side), res, out_mode);
+  c->built_pending = 1;
   c->progs.copy_ns += now_ns() - t0;
 out_mode:
   cudaThreadExchangeStreamCaptureMode(&mode);
@@ -548,6 +558,29 @@ int pcl_exec_one_supported(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_
   return prog_check(c, plan, p, a, &pkt, 1);
 }
 
+/* The images built since the last launch are copied on the side stream, behind built_ev (one
+ * event: the side stream runs the copies in order). An eager launch waits for it on its stream;
+ * a captured one cannot wait for work outside its graph, so the host waits (relaxed mode: the
+ * capture may be global). */
+static ncclResult_t ready_wait(pcl_exec_ctx_t *c, cudaStream_t stream) {
+  enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &cap) != cudaSuccess) {
+    (void)cudaGetLastError();
+    cap = cudaStreamCaptureStatusActive; /* unknown: wait on the host, which is always right */
+  }
+  if (cap == cudaStreamCaptureStatusNone) {
+    PCL_CUDA_CHECK(cudaStreamWaitEvent(stream, c->built_ev, 0));
+  } else {
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    cudaError_t e = cudaEventSynchronize(c->built_ev);
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    PCL_CUDA_CHECK(e);
+  }
+  c->built_pending = 0;
+  return ncclSuccess;
+}
+
 ncclResult_t pcl_exec_one_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan,
                                  const pcl_exec_args_t *a, cudaStream_t stream) {
   prog_t *p;
@@ -610,6 +643,8 @@ ncclResult_t pcl_exec_one_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan,
     const uint64_t addr = (uint64_t)(uintptr_t)a->in | (uint64_t)(uintptr_t)a->out | p->ew_off_or;
     form = p->ok_form[(addr & (p->ok_word - 1)) == 0];
   }
+  if (c->built_pending)
+    PCL_CHECK(ready_wait(c, stream));
   PCL_CHECK(pcl_kernels_launch(a->dtype, prog_variant(p), form, &k, plan->max_blocks,
                                plan->num_threads_per_block, stream));
   if (pcl_progs_busy(&c->progs, p))
