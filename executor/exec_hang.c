@@ -166,15 +166,21 @@ static void wanted(out_t *o, const pcl_khang_t *h) {
   case PCL_KWAIT_LL8:
     put(o, ": wanted an %s packet of flag %u (the call's), found flag %u",
         h->what == PCL_KWAIT_LL16 ? "LL16" : "LL8", h->want, h->found);
-    /* With double scratch a half last held the packets of two calls back. */
-    if (h->found == 0)
+    /* With double scratch a half last held the packets of two calls back. Flags run 1 ..
+     * 2^32 - 1 and then start again at 1 (pcl_kflag32): distances are taken on that cycle. */
+    if (h->found == 0) {
       put(o, " (nothing written there yet)");
-    else if (h->found < h->want && h->want - h->found <= 2)
-      put(o, " (an earlier call's: the writer has not reached this call)");
-    else if (h->found > h->want)
-      put(o, " (a later call's: the ranks' calls are out of step)");
-    else
-      put(o, " (a stale flag)");
+    } else {
+      const uint64_t m = 0xffffffffull;
+      const uint64_t back = ((uint64_t)h->want + m - h->found) % m;
+      const uint64_t ahead = ((uint64_t)h->found + m - h->want) % m;
+      if (back >= 1 && back <= 2)
+        put(o, " (an earlier call's: the writer has not reached this call)");
+      else if (ahead >= 1 && ahead < (1ull << 31))
+        put(o, " (a later call's: the ranks' calls are out of step)");
+      else
+        put(o, " (a stale flag)");
+    }
     break;
   case PCL_KWAIT_SEM:
     put(o, ": wanted a count > 0, found %d", (int32_t)h->found);

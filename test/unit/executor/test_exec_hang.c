@@ -85,6 +85,19 @@ START_TEST(test_packet_wait_names_writer) {
   h.found = 9;
   ck_assert_int_eq(pcl_exec_hang_describe(&h, &f.w, buf, sizeof(buf)), 1);
   has(buf, "found flag 9 (a later call's: the ranks' calls are out of step)");
+  /* Across the wrap (flag 1 follows 2^32 - 1): the writer's previous call, then a later one. */
+  h.want = 1;
+  h.found = 0xffffffffu;
+  ck_assert_int_eq(pcl_exec_hang_describe(&h, &f.w, buf, sizeof(buf)), 1);
+  has(buf, "found flag 4294967295 (an earlier call's: the writer has not reached this call)");
+  h.want = 0xfffffffeu;
+  h.found = 1;
+  ck_assert_int_eq(pcl_exec_hang_describe(&h, &f.w, buf, sizeof(buf)), 1);
+  has(buf, "found flag 1 (a later call's: the ranks' calls are out of step)");
+  h.want = 500;
+  h.found = 100;
+  ck_assert_int_eq(pcl_exec_hang_describe(&h, &f.w, buf, sizeof(buf)), 1);
+  has(buf, "found flag 100 (a stale flag)");
   pcl_plan_destroy(f.plan);
   PCL_ASSERT_NO_LEAKS();
 }
