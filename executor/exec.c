@@ -18,8 +18,6 @@
 #include "exec_int.h"
 #include "exec_progs.h"
 
-#define PCL_EXEC_FITS 8 /* block sizes whose occupancy a context remembers */
-
 /* The host-mapped words: error, abort, then the kernels' hang report (kernel_abi.h). */
 #define WORDS_BYTES (PCL_KHANG_OFFSET + sizeof(pcl_khang_t))
 PCL_KABI_ASSERT(PCL_KHANG_OFFSET >= 2 * sizeof(uint32_t), "hang report after the words");
@@ -31,11 +29,9 @@ struct pcl_exec_ctx {
   int hang_logged;   /* the report was logged (pcl_exec_async_error; atomic: any thread) */
   uint32_t *d_words;
   cudaStream_t side;
-  pcl_kprof_t *d_prof;        /* PCL_KPROF builds only, else NULL */
-  uint64_t half;              /* this rank's constant scratch half */
-  uint8_t launch;             /* PCL_KLAUNCH_* of every launch (PLANCCL_PDL), fixed at creation */
-  int fits[PCL_EXEC_FITS][2]; /* (threads per block, blocks that fit at once) asked so far */
-  int nfits;
+  pcl_kprof_t *d_prof; /* PCL_KPROF builds only, else NULL */
+  uint64_t half;       /* this rank's constant scratch half */
+  uint8_t launch;      /* PCL_KLAUNCH_* of every launch (PLANCCL_PDL), fixed at creation */
   /* Changed by the communicator's calling thread only; progs_lock orders those changes with the
    * hang report, which ncclCommGetAsyncError may build from a watchdog thread. */
   pthread_mutex_t progs_lock;
@@ -259,28 +255,14 @@ static ncclResult_t bind_tables(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const
 /* ---- co-residency ---- */
 
 int pcl_exec_coresident(pcl_exec_ctx_t *c, const pcl_plan_t *plan, char *why, size_t why_len) {
-  int fit, k = c->cfg.dev_ranks > 0 ? c->cfg.dev_ranks : 1;
-  /* The occupancy of every kernel variant (tens of driver queries, ~0.3 ms: most of a new
-   * size's build) depends on the block size alone: asked once per block size. Changed by the
-   * building thread only (under progs_lock, or a test's single thread). */
-  int i = 0;
-  while (i < c->nfits && c->fits[i][0] != plan->num_threads_per_block)
-    i++;
-  if (i < c->nfits) {
-    fit = c->fits[i][1];
-  } else {
-    int prev = -1;
-    cudaGetDevice(&prev);
-    if (prev != c->cfg.cuda_dev)
-      cudaSetDevice(c->cfg.cuda_dev);
-    fit = pcl_kernels_resident_blocks(plan->num_threads_per_block);
-    if (prev != c->cfg.cuda_dev)
-      cudaSetDevice(prev);
-    if (c->nfits < PCL_EXEC_FITS && fit > 0) {
-      c->fits[c->nfits][0] = plan->num_threads_per_block;
-      c->fits[c->nfits++][1] = fit;
-    }
-  }
+  int prev = -1, fit;
+  int k = c->cfg.dev_ranks > 0 ? c->cfg.dev_ranks : 1;
+  cudaGetDevice(&prev);
+  if (prev != c->cfg.cuda_dev)
+    cudaSetDevice(c->cfg.cuda_dev);
+  fit = pcl_kernels_resident_blocks(plan->num_threads_per_block);
+  if (prev != c->cfg.cuda_dev)
+    cudaSetDevice(prev);
   if ((int64_t)k * plan->max_blocks <= (int64_t)fit)
     return 1;
   if (why != NULL)
@@ -558,17 +540,22 @@ int pcl_exec_one_supported(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pcl_
   return prog_check(c, plan, p, a, &pkt, 1);
 }
 
+/* 1 when `stream` is capturing, or when CUDA cannot tell (the safe side for both callers). */
+static int stream_captured(cudaStream_t stream) {
+  enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &cap) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  return cap != cudaStreamCaptureStatusNone;
+}
+
 /* The images built since the last launch are copied on the side stream, behind built_ev (one
  * event: the side stream runs the copies in order). An eager launch waits for it on its stream;
  * a captured one cannot wait for work outside its graph, so the host waits (relaxed mode: the
  * capture may be global). */
-static ncclResult_t ready_wait(pcl_exec_ctx_t *c, cudaStream_t stream) {
-  enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &cap) != cudaSuccess) {
-    (void)cudaGetLastError();
-    cap = cudaStreamCaptureStatusActive; /* unknown: wait on the host, which is always right */
-  }
-  if (cap == cudaStreamCaptureStatusNone) {
+static ncclResult_t ready_wait(pcl_exec_ctx_t *c, cudaStream_t stream, int captured) {
+  if (!captured) {
     PCL_CUDA_CHECK(cudaStreamWaitEvent(stream, c->built_ev, 0));
   } else {
     enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
@@ -643,12 +630,15 @@ ncclResult_t pcl_exec_one_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan,
     const uint64_t addr = (uint64_t)(uintptr_t)a->in | (uint64_t)(uintptr_t)a->out | p->ew_off_or;
     form = p->ok_form[(addr & (p->ok_word - 1)) == 0];
   }
+  /* Most launches need neither: the capture status is asked only when one does, once. */
+  const int busy = pcl_progs_busy(&c->progs, p);
+  const int captured = c->built_pending || busy ? stream_captured(stream) : 0;
   if (c->built_pending)
-    PCL_CHECK(ready_wait(c, stream));
+    PCL_CHECK(ready_wait(c, stream, captured));
   PCL_CHECK(pcl_kernels_launch(a->dtype, prog_variant(p), form, &k, plan->max_blocks,
                                plan->num_threads_per_block, stream));
-  if (pcl_progs_busy(&c->progs, p))
-    pcl_progs_launched(&c->progs, p, stream);
+  if (busy)
+    pcl_progs_launched(&c->progs, p, stream, captured);
   return ncclSuccess;
 }
 

@@ -74,7 +74,7 @@ void pcl_progs_fini(pcl_exec_progs_t *t, int rank) {
     PCL_INFO(PCL_LOG_EXEC,
              "rank %d: %llu programs built, %llu evicted, %llu of them rebuilt, at most %llu at "
              "once, %d MiB of device memory for their images (PLANCCL_EXEC_PROGRAMS %d, then "
-             "%d more); a build took %.1f us on the host, %.1f of it copying to the device",
+             "%d more); a build took %.1f us on the host, %.1f of it issuing its copies",
              rank, (unsigned long long)t->built, (unsigned long long)t->evicted,
              (unsigned long long)t->rebuilt, (unsigned long long)t->peak,
              t->nchunks * (int)(PCL_PROGS_CHUNK >> 20), t->limit, t->slack,
@@ -278,7 +278,7 @@ void pcl_progs_commit(pcl_exec_progs_t *t, int rank) {
       *slot = 0;
       t->rebuilt++;
       if (++t->rebuilds >= t->slack / 2 && t->slack < 64 * t->limit) {
-        t->slack *= 4;
+        t->slack = 4 * t->slack < 64 * t->limit ? 4 * t->slack : 64 * t->limit;
         t->rebuilds = 0;
         PCL_INFO(PCL_LOG_EXEC,
                  "rank %d: calls cycle through more sizes than %d programs: the table now holds "
@@ -305,13 +305,8 @@ void pcl_progs_abandon(pcl_exec_progs_t *t) {
   p->image = NULL;
 }
 
-void pcl_progs_launched(pcl_exec_progs_t *t, prog_t *p, cudaStream_t stream) {
-  enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &cap) != cudaSuccess) {
-    (void)cudaGetLastError();
-    cap = cudaStreamCaptureStatusActive; /* unknown: treat as captured, the safe side */
-  }
-  if (cap != cudaStreamCaptureStatusNone) {
+void pcl_progs_launched(pcl_exec_progs_t *t, prog_t *p, cudaStream_t stream, int captured) {
+  if (captured) {
     if (t->watching && !p->kept)
       p->pinned = 1;
     return; /* an event recorded into a capture would not follow this launch */

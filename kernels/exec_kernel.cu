@@ -445,10 +445,41 @@ extern "C" size_t pcl_kernels_dtype_bytes(ncclDataType_t dtype) {
   return i < 0 ? 0 : pcl_ktable[i].bytes;
 }
 
+/* Answers of pcl_kernels_resident_blocks by (device, block size): asking the driver for every
+ * variant takes tens of queries (~0.3 ms), which was most of a new message size's build. The
+ * kernels and their shared memory never change, so an answer never goes stale. */
+#define PCL_KFIT_MEMO 32
+static struct { int dev, nthreads, fit; } kfit_memo[PCL_KFIT_MEMO];
+static int kfit_n;
+static pthread_mutex_t kfit_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int resident_blocks_asked(int dev, int nthreads);
+
 extern "C" int pcl_kernels_resident_blocks(int nthreads) {
-  int dev = 0, nsm = 0, least = -1;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  pthread_mutex_lock(&kfit_lock);
+  for (int i = 0; i < kfit_n; i++)
+    if (kfit_memo[i].dev == dev && kfit_memo[i].nthreads == nthreads) {
+      const int fit = kfit_memo[i].fit;
+      pthread_mutex_unlock(&kfit_lock);
+      return fit;
+    }
+  pthread_mutex_unlock(&kfit_lock);
+  const int fit = resident_blocks_asked(dev, nthreads);
+  pthread_mutex_lock(&kfit_lock);
+  if (fit > 0 && kfit_n < PCL_KFIT_MEMO)
+    kfit_memo[kfit_n++] = {dev, nthreads, fit}; /* two threads may both add it: harmless */
+  pthread_mutex_unlock(&kfit_lock);
+  return fit;
+}
+
+static int resident_blocks_asked(int dev, int nthreads) {
+  int nsm = 0, least = -1;
+  if (cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }

@@ -72,7 +72,8 @@ int pcl_kernels_pdl(void);
 
 /* How many blocks of `nthreads` threads fit on the CURRENT device at once (the least over the
  * dtypes and kernel variants: occupancy per SM x SMs); 0 on error. Spinning blocks that
- * wait on each other must all be resident, so a launch needing more could hang. */
+ * wait on each other must all be resident, so a launch needing more could hang. Asked of the
+ * driver once per (device, nthreads), then remembered; any thread. */
 int pcl_kernels_resident_blocks(int nthreads);
 
 #ifdef __cplusplus

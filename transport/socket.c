@@ -441,16 +441,6 @@ ncclResult_t pcl_socket_progress_recv(int fd, void *buf, size_t bytes, size_t *d
   return ncclSuccess;
 }
 
-ncclResult_t pcl_socket_send(int fd, const void *buf, size_t bytes, const pcl_socket_wait_t *w) {
-  size_t done = 0;
-  for (;;) {
-    PCL_CHECK(pcl_socket_progress_send(fd, buf, bytes, &done, w->what));
-    if (done == bytes)
-      return ncclSuccess;
-    PCL_CHECK(pcl_socket_poll(fd, POLLOUT, w));
-  }
-}
-
 ncclResult_t pcl_socket_send_stall(int fd, const void *buf, size_t bytes, pcl_socket_wait_t *w,
                                    uint64_t stall_ns) {
   size_t done = 0;
@@ -459,10 +449,15 @@ ncclResult_t pcl_socket_send_stall(int fd, const void *buf, size_t bytes, pcl_so
     PCL_CHECK(pcl_socket_progress_send(fd, buf, bytes, &done, w->what));
     if (done == bytes)
       return ncclSuccess;
-    if (done != before && w->deadline_ns != 0)
+    if (stall_ns != 0 && done != before && w->deadline_ns != 0)
       w->deadline_ns = pcl_socket_now_ns() + stall_ns;
     PCL_CHECK(pcl_socket_poll(fd, POLLOUT, w));
   }
+}
+
+ncclResult_t pcl_socket_send(int fd, const void *buf, size_t bytes, const pcl_socket_wait_t *w) {
+  pcl_socket_wait_t fixed = *w; /* stall 0: the deadline never moves */
+  return pcl_socket_send_stall(fd, buf, bytes, &fixed, 0);
 }
 
 ncclResult_t pcl_socket_recv(int fd, void *buf, size_t bytes, const pcl_socket_wait_t *w) {

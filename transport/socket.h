@@ -60,7 +60,8 @@ ncclResult_t pcl_socket_accept_greeted(int listen_fd, const pcl_socket_wait_t *w
 
 ncclResult_t pcl_socket_send(int fd, const void *buf, size_t bytes, const pcl_socket_wait_t *w);
 /* As pcl_socket_send, but w's deadline bounds a stall, not the whole message: it moves on by
- * `stall_ns` whenever bytes go out (a large message on a slow link is not a failure). */
+ * `stall_ns` whenever bytes go out (a large message on a slow link is not a failure); 0 keeps
+ * it where it is. */
 ncclResult_t pcl_socket_send_stall(int fd, const void *buf, size_t bytes, pcl_socket_wait_t *w,
                                    uint64_t stall_ns);
 ncclResult_t pcl_socket_recv(int fd, void *buf, size_t bytes, const pcl_socket_wait_t *w);

@@ -87,7 +87,7 @@ typedef struct {
   int ngrave, capgrave;
   cudaEvent_t ev;
   uint64_t built, evicted, rebuilt, peak;
-  uint64_t build_ns, copy_ns; /* host time of the builds, and of their copies to the device */
+  uint64_t build_ns, copy_ns; /* host time of the builds, and of issuing their copies */
 } pcl_exec_progs_t;
 
 /* The device is the context's (current). Init cannot fail but for the event. */
@@ -110,11 +110,13 @@ void pcl_progs_abandon(pcl_exec_progs_t *t);
 void pcl_progs_drop(pcl_exec_progs_t *t, int (*drop)(const prog_t *p, const void *arg),
                     const void *arg);
 
-/* After a successful launch of p on `stream`: pins p when the table watches and the stream
- * captures; moves freed images on (never fails: the worst case keeps them longer). */
+/* 1 when a launch of p has table work after it: p may need a pin, or freed images wait. */
 static inline int pcl_progs_busy(const pcl_exec_progs_t *t, const prog_t *p) {
   return (t->watching && !p->kept && !p->pinned) || t->npend != 0 || t->ncover != 0;
 }
-void pcl_progs_launched(pcl_exec_progs_t *t, prog_t *p, cudaStream_t stream);
+/* After a successful launch of p on `stream`, when pcl_progs_busy (captured: the stream is
+ * capturing, or CUDA could not tell): pins p when the table watches and the launch was
+ * captured; moves freed images on (never fails: the worst case keeps them longer). */
+void pcl_progs_launched(pcl_exec_progs_t *t, prog_t *p, cudaStream_t stream, int captured);
 
 #endif

@@ -21,6 +21,13 @@
 #include "port_check.h"
 #include "port_stripes.h"
 
+/* The bootstrap roots of the runs have exited, and nothing they or the ranks made is left. */
+static void roots_gone_no_leaks(void) {
+  for (int i = 0; i < 500 && pcl_bootstrap_roots_active() > 0; i++)
+    usleep(10000);
+  PCL_ASSERT_NO_LEAKS();
+}
+
 START_TEST(test_tcp_threads) {
   setenv("PLANCCL_SOCKET_IFNAME", "lo", 1);
   pcl_param_reset();
@@ -32,9 +39,7 @@ START_TEST(test_tcp_threads) {
   a.kind = a.expect = PCL_TRANSPORT_TCP;
   ck_assert_int_eq(pcl_bootstrap_root_create(&a.handle), ncclSuccess);
   ck_assert_int_eq(pcl_mp_run_threads(2, port_rank, &a, NULL), 0);
-  for (int i = 0; i < 500 && pcl_bootstrap_roots_active() > 0; i++)
-    usleep(10000);
-  PCL_ASSERT_NO_LEAKS();
+  roots_gone_no_leaks();
 }
 END_TEST
 
@@ -51,9 +56,7 @@ START_TEST(test_tcp_stripes) {
   }
   unsetenv("PLANCCL_TCP_STREAMS");
   pcl_param_reset();
-  for (int i = 0; i < 500 && pcl_bootstrap_roots_active() > 0; i++)
-    usleep(10000);
-  PCL_ASSERT_NO_LEAKS();
+  roots_gone_no_leaks();
 }
 END_TEST
 
@@ -104,9 +107,7 @@ START_TEST(test_tcp_rx_failure) {
   static stripes_args_t a;
   ck_assert_int_eq(pcl_bootstrap_root_create(&a.handle), ncclSuccess);
   ck_assert_int_eq(pcl_mp_run_threads(2, rx_failure_rank, &a, NULL), 0);
-  for (int i = 0; i < 500 && pcl_bootstrap_roots_active() > 0; i++)
-    usleep(10000);
-  PCL_ASSERT_NO_LEAKS();
+  roots_gone_no_leaks();
 }
 END_TEST
 
@@ -176,9 +177,7 @@ START_TEST(test_topo_threads_same_process) {
   ck_assert_int_eq(pcl_topo_pci_local_cpus("0000:ff:ff.7", mask, sizeof(mask)), 0);
   pcl_topo_destroy(t);
   pcl_bootstrap_destroy(b);
-  for (int i = 0; i < 500 && pcl_bootstrap_roots_active() > 0; i++)
-    usleep(10000);
-  PCL_ASSERT_NO_LEAKS();
+  roots_gone_no_leaks();
 }
 END_TEST
 
