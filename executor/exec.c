@@ -166,7 +166,8 @@ static uint64_t now_ns(void) {
 static uint64_t peer_scratch(const pcl_exec_ctx_t *c, int peer, uint64_t *half) {
   pcl_memchan_info_t info;
   *half = 0;
-  if (c->cfg.memchan != NULL && pcl_memchan_info(c->cfg.memchan, peer, 0, &info) == ncclSuccess) {
+  if (c->cfg.memchan != NULL && pcl_memchan_connected(c->cfg.memchan, peer) &&
+      pcl_memchan_info(c->cfg.memchan, peer, 0, &info) == ncclSuccess) {
     *half = (info.remote_scratch_bytes / 2) & ~(uint64_t)255;
     return info.remote_scratch;
   }

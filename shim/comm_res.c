@@ -70,6 +70,8 @@ void pcl_comm_res_destroy(struct pcl_comm_pcl *p, int abort) {
   cudaSetDevice(p->cuda_dev);
   if (abort && p->exec != NULL)
     pcl_exec_abort(p->exec);
+  if (abort)
+    pcl_portchan_abort(p->portchan); /* destroy, below, then drops what is still posted */
   /* Our kernels finish (or, aborted, give up) before their channels and scratch go away. A
    * kernel waits only for peers that already launched the same call, so this never waits on a
    * peer that is not itself making progress. */

@@ -251,6 +251,11 @@ void pcl_portchan_destroy(pcl_portchan_t *pc) {
   pcl_free(pc);
 }
 
+void pcl_portchan_abort(pcl_portchan_t *pc) {
+  if (pc != NULL)
+    pcl_proxy_abort(pc->proxy);
+}
+
 int pcl_portchan_connected(const pcl_portchan_t *pc, int peer) {
   return peer >= 0 && peer < pc->nranks && pc->kind[peer] != PCL_TRANSPORT_NONE;
 }

@@ -53,9 +53,12 @@ typedef struct {
  * the port channels. */
 ncclResult_t pcl_portchan_create(pcl_bootstrap_t *b, const pcl_portchan_config_t *cfg,
                                  pcl_portchan_t **out);
-/* Local, never waits for peers: stops the proxy, frees everything. Kernels using the channels
- * must have finished or been aborted. NULL is ok. */
+/* Local: carries out the transfers already posted (a peer may still wait for the last signal;
+ * this waits at most for its socket to take them, unless aborted), stops the proxy, frees
+ * everything. Kernels using the channels must have finished or been aborted. NULL is ok. */
 void pcl_portchan_destroy(pcl_portchan_t *pc);
+/* Aborted: the destroy that follows drops the transfers still posted (pcl_proxy_abort). */
+void pcl_portchan_abort(pcl_portchan_t *pc);
 
 int pcl_portchan_connected(const pcl_portchan_t *pc, int peer);
 int pcl_portchan_nchannels(const pcl_portchan_t *pc);

@@ -20,6 +20,7 @@
 #include "pcl_abort.h"
 #include "alloc.h"
 #include "log.h"
+#include "param.h"
 #include "pcl_check.h"
 
 typedef struct {
@@ -58,7 +59,10 @@ struct pcl_proxy {
   atomic_int stop;
   _Atomic int error;
   _Atomic uint64_t consumed;
-  int sync_pending; /* the trigger at the tail is a SYNC whose flush is not done yet */
+  int sync_pending;   /* the trigger at the tail is a SYNC whose flush is not done yet */
+  atomic_int drain;   /* destroy asks: carry out what is posted, then say so in drained */
+  atomic_int drained; /* the FIFO was empty and every connection flushed, after drain was set */
+  volatile uint32_t own_abort; /* ctx.abort_flag when the configuration gives none */
 };
 
 static int mem_used(const mem_entry_t *m) {
@@ -109,7 +113,9 @@ ncclResult_t pcl_proxy_create(const pcl_proxy_config_t *cfg, pcl_proxy_t **out) 
   p->ctx.nranks = cfg->nranks;
   p->ctx.cuda_dev = cfg->cuda_dev;
   p->ctx.bootstrap = cfg->bootstrap;
-  p->ctx.abort_flag = cfg->abort_flag;
+  /* Transport waits poll this flag: pcl_proxy_abort sets it, so an abort also ends a send
+   * stalled on a peer that stopped reading. */
+  p->ctx.abort_flag = cfg->abort_flag != NULL ? cfg->abort_flag : &p->own_abort;
   p->ctx.lookup = lookup;
   p->ctx.failed = transport_failed;
   p->ctx.owner = p;
@@ -413,7 +419,7 @@ static void *proxy_main(void *arg) {
   (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   unsigned idle = 0;
   while (!atomic_load_explicit(&p->stop, memory_order_relaxed)) {
-    if (pcl_abort_requested(p->cfg.abort_flag))
+    if (pcl_abort_requested(p->ctx.abort_flag))
       break;
     if (pcl_proxy_poll_once(p)) {
       idle = 0;
@@ -424,6 +430,10 @@ static void *proxy_main(void *arg) {
       nanosleep(&ts, NULL); /* stopped by an error: wait for destroy */
       continue;
     }
+    /* Nothing at the tail and no SYNC pending: with drain set, no producer posts any more
+     * (destroy's precondition), so once the connections report their work sent, it is done. */
+    if (atomic_load_explicit(&p->drain, memory_order_acquire) && !p->sync_pending && all_flushed(p))
+      atomic_store_explicit(&p->drained, 1, memory_order_release);
     /* Busy-poll while work is likely; back off when idle so a 2-core host is not starved: 2 us
      * naps for the first ~0.2 s of quiet, then 50 us ones. */
     if (++idle > 4096) {
@@ -448,10 +458,44 @@ ncclResult_t pcl_proxy_start(pcl_proxy_t *p) {
   return ncclSuccess;
 }
 
+/* The last kernel's triggers may still sit in the FIFO, or its puts in a socket, when the
+ * communicator is destroyed: a peer still waiting for that signal would wait forever. So the
+ * thread carries out everything posted and flushes before it stops, bounded by an abort, an
+ * error, or PLANCCL_BOOTSTRAP_TIMEOUT_S. */
+static void drain(pcl_proxy_t *p) {
+  struct timespec t0, now;
+  const long limit_s = (long)pcl_param_bootstrap_timeout_s();
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  atomic_store_explicit(&p->drain, 1, memory_order_release);
+  for (;;) {
+    if (atomic_load_explicit(&p->drained, memory_order_acquire))
+      return;
+    if (atomic_load_explicit(&p->error, memory_order_acquire) != ncclSuccess ||
+        pcl_abort_requested(p->ctx.abort_flag))
+      return; /* reported already, or the caller gave up on the peers */
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - t0.tv_sec > limit_s) {
+      PCL_WARN(PCL_LOG_PORT,
+               "proxy rank %d: its posted transfers were not done %ld s into destroy "
+               "(%llu triggers taken): stopping without them",
+               p->cfg.rank, limit_s, (unsigned long long)pcl_proxy_consumed(p));
+      return;
+    }
+    struct timespec ts = {0, 20000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+void pcl_proxy_abort(pcl_proxy_t *p) {
+  if (p != NULL)
+    pcl_abort_set(p->ctx.abort_flag);
+}
+
 void pcl_proxy_destroy(pcl_proxy_t *p) {
   if (p == NULL)
     return;
   if (p->running) {
+    drain(p);
     atomic_store(&p->stop, 1);
     pthread_join(p->thread, NULL);
     p->running = 0;

@@ -37,8 +37,13 @@ typedef struct {
 } pcl_proxy_channel_t;
 
 ncclResult_t pcl_proxy_create(const pcl_proxy_config_t *cfg, pcl_proxy_t **out);
-/* Stops the thread (never waits for peers), disconnects, deregisters, frees. NULL ok. */
+/* Carries out every trigger already posted and flushes (producers must have stopped posting:
+ * the kernels ended or were aborted; bounded by abort, an error or PLANCCL_BOOTSTRAP_TIMEOUT_S),
+ * then stops the thread, disconnects, deregisters, frees. NULL ok. */
 void pcl_proxy_destroy(pcl_proxy_t *p);
+/* The communicator is aborted: sets the abort flag (the configuration's, else the proxy's own),
+ * which ends the thread, a send it is stalled in, and the drain of a later destroy. */
+void pcl_proxy_abort(pcl_proxy_t *p);
 
 /* The descriptor kernels push triggers into. */
 pcl_fifo_device_t pcl_proxy_fifo(const pcl_proxy_t *p);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT
- * What the two-process NCCL-API GPU tests over the fake NCCL share (shim_faults.c,
- * shim_windows.c): a barrier in shared memory, a communicator whose id rank 0 makes, the GPU
- * count taken in a child (the parent never initialises CUDA before forking its ranks), and the
- * ranks' logs: searched, and printed after a failure. */
+ * What the multi-process NCCL-API GPU tests over the fake NCCL share (shim_faults.c,
+ * shim_windows.c, shim_multinode.c ...): a barrier in shared memory, a communicator whose id rank
+ * 0 makes, the GPU count taken in a child (the parent never initialises CUDA before forking its
+ * ranks), and the ranks' logs: searched, and printed after a failure. */
 #ifndef PCL_SHIM_MP_H
 #define PCL_SHIM_MP_H
 
@@ -20,10 +20,10 @@ typedef struct {
   int arrived, generation;
 } shim_mp_barrier_t;
 
-/* Both ranks meet (the barrier lives in MAP_SHARED memory). */
-static inline void shim_mp_barrier(shim_mp_barrier_t *b) {
+/* The n ranks meet (the barrier lives in MAP_SHARED memory). */
+static inline void shim_mp_barrier_n(shim_mp_barrier_t *b, int n) {
   int gen = __atomic_load_n(&b->generation, __ATOMIC_ACQUIRE);
-  if (__atomic_add_fetch(&b->arrived, 1, __ATOMIC_ACQ_REL) == 2) {
+  if (__atomic_add_fetch(&b->arrived, 1, __ATOMIC_ACQ_REL) == n) {
     __atomic_store_n(&b->arrived, 0, __ATOMIC_RELAXED);
     __atomic_add_fetch(&b->generation, 1, __ATOMIC_RELEASE);
     return;
@@ -32,8 +32,14 @@ static inline void shim_mp_barrier(shim_mp_barrier_t *b) {
     usleep(100);
 }
 
-/* A 2-rank communicator: rank 0 makes the id in shared memory and sets *ready, rank 1 waits. */
-static inline ncclResult_t shim_mp_init(ncclUniqueId *id, int *ready, int rank, ncclComm_t *comm) {
+static inline void shim_mp_barrier(shim_mp_barrier_t *b) {
+  shim_mp_barrier_n(b, 2);
+}
+
+/* An n-rank communicator: rank 0 makes the id in shared memory and sets *ready, the others
+ * wait. */
+static inline ncclResult_t shim_mp_init_n(ncclUniqueId *id, int *ready, int rank, int n,
+                                          ncclComm_t *comm) {
   if (rank == 0) {
     ncclResult_t r = ncclGetUniqueId(id);
     if (r != ncclSuccess)
@@ -43,7 +49,11 @@ static inline ncclResult_t shim_mp_init(ncclUniqueId *id, int *ready, int rank, 
     while (!__atomic_load_n(ready, __ATOMIC_ACQUIRE))
       usleep(100);
   }
-  return ncclCommInitRank(comm, 2, *id, rank);
+  return ncclCommInitRank(comm, n, *id, rank);
+}
+
+static inline ncclResult_t shim_mp_init(ncclUniqueId *id, int *ready, int rank, ncclComm_t *comm) {
+  return shim_mp_init_n(id, ready, rank, 2, comm);
 }
 
 /* How many lines of the file at `path` contain `what` (0 when it cannot be read). */
@@ -100,6 +110,18 @@ static inline void shim_mp_logs(char log[][256], int nranks, int failed) {
   }
 }
 
+/* A rank's usual leftovers at its end: the communicator aborted if still there, two device
+ * buffers, a stream; stderr flushed for the parent to read. */
+static inline void shim_mp_release(ncclComm_t comm, void *a, void *b, cudaStream_t s) {
+  if (comm != NULL)
+    ncclCommAbort(comm);
+  cudaFree(a);
+  cudaFree(b);
+  if (s != NULL)
+    cudaStreamDestroy(s);
+  fflush(stderr);
+}
+
 #define SHIM_MP_POISON -7.0f /* what a forwarded call leaves in an out-of-place output */
 
 /* d[i] = v + (i % 7). */
@@ -124,21 +146,26 @@ static inline int shim_mp_holds(const float *d, size_t n, float v, float k) {
   return ok;
 }
 
-/* A 2-rank float sum of (rank + 1) + (i % 7), 3 + 2 (i % 7): want_planned = 1 checks that sum,
- * 0 that the call was forwarded to the fake NCCL, which computes nothing (the output keeps
- * SHIM_MP_POISON, or in place the input). */
-static inline int shim_mp_allreduce_checked(ncclComm_t comm, float *in, float *out, size_t n,
-                                            cudaStream_t s, int rank, int want_planned) {
-  if (!shim_mp_fill(in, n, (float)(rank + 1)) ||
-      (in != out && !shim_mp_fill(out, n, SHIM_MP_POISON)))
+/* An n-rank float sum of (rank + 1) + (i % 7), n (n + 1) / 2 + n (i % 7): want_planned = 1
+ * checks that sum, 0 that the call was forwarded to the fake NCCL, which computes nothing (the
+ * output keeps SHIM_MP_POISON, or in place the input). */
+static inline int shim_mp_allreduce_checked_n(ncclComm_t comm, float *in, float *out, size_t cnt,
+                                              cudaStream_t s, int rank, int n, int want_planned) {
+  if (!shim_mp_fill(in, cnt, (float)(rank + 1)) ||
+      (in != out && !shim_mp_fill(out, cnt, SHIM_MP_POISON)))
     return 0;
-  if (ncclAllReduce(in, out, n, ncclFloat, ncclSum, comm, s) != ncclSuccess ||
+  if (ncclAllReduce(in, out, cnt, ncclFloat, ncclSum, comm, s) != ncclSuccess ||
       cudaStreamSynchronize(s) != cudaSuccess)
     return 0;
   if (want_planned)
-    return shim_mp_holds(out, n, 3.0f, 2.0f);
-  return in == out ? shim_mp_holds(out, n, (float)(rank + 1), 1)
-                   : shim_mp_holds(out, n, SHIM_MP_POISON, 1);
+    return shim_mp_holds(out, cnt, (float)(n * (n + 1) / 2), (float)n);
+  return in == out ? shim_mp_holds(out, cnt, (float)(rank + 1), 1)
+                   : shim_mp_holds(out, cnt, SHIM_MP_POISON, 1);
+}
+
+static inline int shim_mp_allreduce_checked(ncclComm_t comm, float *in, float *out, size_t n,
+                                            cudaStream_t s, int rank, int want_planned) {
+  return shim_mp_allreduce_checked_n(comm, in, out, n, s, rank, 2, want_planned);
 }
 
 /* A temporary plan directory at dir (len >= 64) holding links to the source tree's plans/<files>
@@ -159,11 +186,12 @@ static inline int shim_mp_plan_dir(char *dir, size_t len, const char *test,
   return 1;
 }
 
-/* A test's main: 77 without a GPU (*ngpus gets the count), else fn as two forked ranks over a
- * plan directory of `files` (PLANCCL_PLAN_DIR), each rank's stderr in log[rank], shown when the
+/* A test's main: 77 without a GPU (*ngpus gets the count), else fn as `nranks` forked ranks over
+ * a plan directory of `files` (PLANCCL_PLAN_DIR), each rank's stderr in log[rank], shown when the
  * run failed; returns the exit status. */
-static inline int shim_mp_main(const char *test, const char *const *files, size_t nfiles,
-                               pcl_mp_rank_fn fn, void *arg, int *ngpus, char log[][256]) {
+static inline int shim_mp_main_n(const char *test, const char *const *files, size_t nfiles,
+                                 int nranks, pcl_mp_rank_fn fn, void *arg, int *ngpus,
+                                 char log[][256]) {
   char dir[256], cmd[300];
   *ngpus = shim_mp_gpu_count();
   if (*ngpus == 0) {
@@ -175,16 +203,24 @@ static inline int shim_mp_main(const char *test, const char *const *files, size_
     return 1;
   }
   setenv("PLANCCL_PLAN_DIR", dir, 1);
-  shim_mp_log_names(log, 2, test);
-  int codes[2] = {0, 0};
-  int rc = pcl_mp_run(2, fn, arg, 120, codes);
-  printf("%s: rank codes %d %d\n", test, codes[0], codes[1]);
-  shim_mp_logs(log, 2, rc != 0);
+  shim_mp_log_names(log, nranks, test);
+  int codes[64] = {0};
+  int rc = nranks <= 64 ? pcl_mp_run(nranks, fn, arg, 120, codes) : 1;
+  printf("%s: rank codes", test);
+  for (int r = 0; r < nranks && r < 64; r++)
+    printf(" %d", codes[r]);
+  printf("\n");
+  shim_mp_logs(log, nranks, rc != 0);
   snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
   if (system(cmd) != 0)
     printf("%s: could not remove %s\n", test, dir);
   printf("%s: %s\n", test, rc == 0 ? "passed" : "FAILED");
   return rc == 0 ? 0 : 1;
+}
+
+static inline int shim_mp_main(const char *test, const char *const *files, size_t nfiles,
+                               pcl_mp_rank_fn fn, void *arg, int *ngpus, char log[][256]) {
+  return shim_mp_main_n(test, files, nfiles, 2, fn, arg, ngpus, log);
 }
 
 #endif

@@ -106,13 +106,7 @@ out:
     cudaGraphExecDestroy(ge);
   if (g != NULL)
     cudaGraphDestroy(g);
-  if (comm != NULL)
-    ncclCommAbort(comm);
-  cudaFree(in);
-  cudaFree(out);
-  if (s != NULL)
-    cudaStreamDestroy(s);
-  fflush(stderr);
+  shim_mp_release(comm, in, out, s);
   return rc;
 }
 

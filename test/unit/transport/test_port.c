@@ -63,41 +63,65 @@ END_TEST
 /* Rank 1 withdraws its destination region; rank 0 then puts into it. Rank 1's receiver must
  * stop and its proxy report the failure (before, the receiver stopped silently and whoever
  * waited for the data found out only by a timeout, or never with PLANCCL_TIMEOUT_S=0). */
+/* Two ranks over TCP with a started proxy each (port_pair_open): `bytes` of source (filled with
+ * a pattern) and destination, a semaphore; rank 1 may withdraw its destination (`withdraw`),
+ * which makes its receiver fail on the first put into it. */
+typedef struct {
+  pcl_bootstrap_t *b;
+  pcl_proxy_t *px;
+  unsigned char *src, *dst;
+  uint64_t *sem;
+} pair_t;
+
+static int pair_up(stripes_args_t *a, int rank, int n, size_t bytes, int withdraw, pair_t *p) {
+  memset(p, 0, sizeof(*p));
+  p->src = malloc(bytes);
+  p->dst = calloc(1, bytes);
+  p->sem = aligned_alloc(64, 64);
+  if (p->src == NULL || p->dst == NULL || p->sem == NULL)
+    return 1;
+  memset(p->sem, 0, 64);
+  for (size_t i = 0; i < bytes; i++)
+    p->src[i] = (unsigned char)(i * 7 + 3);
+  if (pcl_bootstrap_create(&a->handle, rank, n, NULL, &p->b) != ncclSuccess)
+    return 2;
+  if (port_pair_open(p->b, rank, n, PCL_TRANSPORT_TCP, p->src, p->dst, bytes, p->sem, &p->px) != 0)
+    return 3;
+  if (withdraw && rank == 1 && pcl_proxy_mem_dereg(p->px, 1) != ncclSuccess)
+    return 4;
+  return pcl_bootstrap_barrier(p->b) == ncclSuccess ? 0 : 5;
+}
+
+/* Both ranks meet, then each tears its side down. */
+static void pair_down(pair_t *p) {
+  if (p->b != NULL)
+    (void)pcl_bootstrap_barrier(p->b);
+  pcl_proxy_destroy(p->px);
+  pcl_bootstrap_destroy(p->b);
+  free(p->src);
+  free(p->dst);
+  free(p->sem);
+}
+
 static int rx_failure_rank(int rank, int n, void *argp) {
-  stripes_args_t *a = argp;
   int rc = 0;
-  pcl_bootstrap_t *b = NULL;
-  pcl_proxy_t *px = NULL;
-  unsigned char *src = calloc(1, 4096), *dst = calloc(1, 4096);
-  uint64_t *sem = aligned_alloc(64, 64);
-  PCL_MP_CHECK(src && dst && sem, 1);
-  memset(sem, 0, 64);
-  PCL_MP_CHECK(pcl_bootstrap_create(&a->handle, rank, n, NULL, &b) == ncclSuccess, 2);
-  PCL_MP_CHECK(port_pair_open(b, rank, n, PCL_TRANSPORT_TCP, src, dst, 4096, sem, &px) == 0, 3);
-  if (rank == 1)
-    PCL_MP_CHECK(pcl_proxy_mem_dereg(px, 1) == ncclSuccess, 4);
-  PCL_MP_CHECK(pcl_bootstrap_barrier(b) == ncclSuccess, 5);
+  pair_t p;
+  PCL_MP_CHECK(pair_up(argp, rank, n, 4096, 1, &p) == 0, 1);
   if (rank == 0) {
-    pcl_fifo_device_t f = pcl_proxy_fifo(px);
+    pcl_fifo_device_t f = pcl_proxy_fifo(p.px);
     uint64_t pos =
         pcl_fifo_host_push(f, pcl_fifo_w0(64, 0),
                            pcl_fifo_w1(PCL_FIFO_TYPE_DATA | PCL_FIFO_TYPE_SYNC, 0, 1, 0, 0), NULL);
     PCL_MP_CHECK(pos != UINT64_MAX && pcl_fifo_host_wait(f, pos, NULL) == 0, 6);
-    PCL_MP_CHECK(pcl_proxy_error(px) == ncclSuccess, 7); /* the sender did nothing wrong */
+    PCL_MP_CHECK(pcl_proxy_error(p.px) == ncclSuccess, 7); /* the sender did nothing wrong */
   } else {
     double end = pcl_mp_now() + 10;
-    while (pcl_proxy_error(px) == ncclSuccess && pcl_mp_now() < end)
+    while (pcl_proxy_error(p.px) == ncclSuccess && pcl_mp_now() < end)
       usleep(1000);
-    PCL_MP_CHECK(pcl_proxy_error(px) == ncclRemoteError, 8);
+    PCL_MP_CHECK(pcl_proxy_error(p.px) == ncclRemoteError, 8);
   }
 out:
-  if (b != NULL)
-    (void)pcl_bootstrap_barrier(b);
-  pcl_proxy_destroy(px);
-  pcl_bootstrap_destroy(b);
-  free(src);
-  free(dst);
-  free(sem);
+  pair_down(&p);
   return rc;
 }
 
@@ -107,6 +131,89 @@ START_TEST(test_tcp_rx_failure) {
   static stripes_args_t a;
   ck_assert_int_eq(pcl_bootstrap_root_create(&a.handle), ncclSuccess);
   ck_assert_int_eq(pcl_mp_run_threads(2, rx_failure_rank, &a, NULL), 0);
+  roots_gone_no_leaks();
+}
+END_TEST
+
+/* Rank 0 posts puts and a final signal, then destroys its proxy at once, as a communicator's
+ * last call does when its kernel has only posted them: the destroy must carry them out, else
+ * rank 1, still waiting for the signal, waits forever (seen with a multi-node communicator
+ * through the NCCL API, test/gpu/shim_multinode). */
+#define DRAIN_PUTS 48
+static int drain_rank(int rank, int n, void *argp) {
+  int rc = 0;
+  pair_t p;
+  PCL_MP_CHECK(pair_up(argp, rank, n, 4096, 0, &p) == 0, 1);
+  if (rank == 0) {
+    pcl_fifo_device_t f = pcl_proxy_fifo(p.px);
+    usleep(300000); /* the proxy thread is in its idle naps by now */
+    for (int i = 0; i < DRAIN_PUTS; i++) {
+      uint32_t type = PCL_FIFO_TYPE_DATA | (i == DRAIN_PUTS - 1 ? PCL_FIFO_TYPE_FLAG : 0);
+      uint64_t off = (uint64_t)(i % 4) * 1024;
+      PCL_MP_CHECK(pcl_fifo_host_push(f, pcl_fifo_w0(1024, off), pcl_fifo_w1(type, 0, 1, off, 0),
+                                      NULL) != UINT64_MAX,
+                   5);
+    }
+    pcl_proxy_destroy(p.px); /* nothing waited for: destroy alone must deliver them */
+    p.px = NULL;
+  } else {
+    double end = pcl_mp_now() + 10;
+    while (atomic_load_explicit((_Atomic uint64_t *)&p.sem[0], memory_order_acquire) < 1 &&
+           pcl_mp_now() < end)
+      usleep(1000);
+    PCL_MP_CHECK(atomic_load_explicit((_Atomic uint64_t *)&p.sem[0], memory_order_acquire) == 1, 6);
+    PCL_MP_CHECK(memcmp(p.src, p.dst, 4096) == 0, 7);
+    PCL_MP_CHECK(pcl_proxy_error(p.px) == ncclSuccess, 8);
+  }
+out:
+  pair_down(&p);
+  return rc;
+}
+
+START_TEST(test_tcp_destroy_drains) {
+  setenv("PLANCCL_SOCKET_IFNAME", "lo", 1);
+  pcl_param_reset();
+  static stripes_args_t a;
+  ck_assert_int_eq(pcl_bootstrap_root_create(&a.handle), ncclSuccess);
+  ck_assert_int_eq(pcl_mp_run_threads(2, drain_rank, &a, NULL), 0);
+  roots_gone_no_leaks();
+}
+END_TEST
+
+/* Aborted first, destroy drops what is posted and returns at once, though the peer stopped
+ * reading (its receiver failed on a withdrawn region): without the abort the stalled send would
+ * end only by PLANCCL_BOOTSTRAP_TIMEOUT_S (30 s here). */
+static int abort_rank(int rank, int n, void *argp) {
+  int rc = 0;
+  pair_t p;
+  const size_t bytes = 8u << 20; /* far more than the sockets buffer */
+  PCL_MP_CHECK(pair_up(argp, rank, n, bytes, 1, &p) == 0, 1);
+  if (rank == 0) {
+    pcl_fifo_device_t f = pcl_proxy_fifo(p.px);
+    for (int i = 0; i < 16; i++)
+      PCL_MP_CHECK(pcl_fifo_host_push(f, pcl_fifo_w0(bytes, 0),
+                                      pcl_fifo_w1(PCL_FIFO_TYPE_DATA, 0, 1, 0, 0),
+                                      NULL) != UINT64_MAX,
+                   6);
+    usleep(200000); /* the proxy is inside a send the peer no longer reads */
+    double t0 = pcl_mp_now();
+    pcl_proxy_abort(p.px);
+    pcl_proxy_destroy(p.px);
+    p.px = NULL;
+    PCL_MP_CHECK(pcl_mp_now() - t0 < 5.0, 7);
+  }
+out:
+  pair_down(&p);
+  return rc;
+}
+
+START_TEST(test_tcp_abort_no_drain) {
+  setenv("PLANCCL_SOCKET_IFNAME", "lo", 1);
+  setenv("PLANCCL_BOOTSTRAP_TIMEOUT_S", "30", 1);
+  pcl_param_reset();
+  static stripes_args_t a;
+  ck_assert_int_eq(pcl_bootstrap_root_create(&a.handle), ncclSuccess);
+  ck_assert_int_eq(pcl_mp_run_threads(2, abort_rank, &a, NULL), 0);
   roots_gone_no_leaks();
 }
 END_TEST
@@ -210,6 +317,8 @@ int main(void) {
   tcase_set_timeout(st, 120);
   tcase_add_test(st, test_tcp_stripes);
   tcase_add_test(st, test_tcp_rx_failure);
+  tcase_add_test(st, test_tcp_destroy_drains);
+  tcase_add_test(st, test_tcp_abort_no_drain);
   suite_add_tcase(s, st);
   return pcl_test_run_suite(s);
 }
