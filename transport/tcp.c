@@ -5,6 +5,7 @@
  * messages to registered memory behind fences, so everything lands in issue order. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "alloc.h"
 #include "log.h"
 #include "param.h"
+#include "pcl_abort.h"
 #include "pcl_check.h"
 #include "socket.h"
 #include "tcp_int.h"
@@ -325,20 +327,6 @@ err:
   return res;
 }
 
-static void tcp_disconnect(pcl_transport_ctx_t *ctx, void *conn) {
-  (void)ctx;
-  tcp_conn_t *c = conn;
-  if (c == NULL)
-    return;
-  conn_stop_threads(c);
-  conn_free(c);
-}
-
-/* A sender thread's failure, reported by the proxy's next call (the thread WARNed it). */
-static ncclResult_t tx_failed(tcp_conn_t *c) {
-  return (ncclResult_t)atomic_load_explicit(&c->tx_error, memory_order_acquire);
-}
-
 /* A header fenced behind everything issued so far on the other streams. */
 static tcp_hdr_t hdr_make(const tcp_conn_t *c, uint32_t type, uint32_t mem_id, uint64_t off,
                           uint64_t arg) {
@@ -351,6 +339,57 @@ static tcp_hdr_t hdr_make(const tcp_conn_t *c, uint32_t type, uint32_t mem_id, u
   for (int j = 0; j < c->nstreams; j++)
     h.after[j] = (uint32_t)c->s[j].issued;
   return h;
+}
+
+/* A best-effort BYE on one stream: the peer may be gone already (then nothing is lost), and a
+ * peer that does not read within ~1 s learns of the teardown as a broken stream instead. */
+static void send_bye(tcp_stream_t *st, const tcp_hdr_t *h) {
+  size_t done = 0;
+  for (int tries = 0; done < sizeof(*h) && tries < 100; tries++) {
+    ssize_t r =
+        send(st->fd, (const char *)h + done, sizeof(*h) - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r > 0) {
+      done += (size_t)r;
+    } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      struct pollfd p = {.fd = st->fd, .events = POLLOUT, .revents = 0};
+      (void)poll(&p, 1, 10);
+    } else {
+      return;
+    }
+  }
+}
+
+/* Only a connection whose work all went out says goodbye: after an abort, a failure or a drain
+ * that gave up, the peer should learn that something went wrong. Called once the proxy thread
+ * has stopped, so the outbox and the stripe queues are this thread's to read; with nothing
+ * queued the stripe senders are idle and do not write to their sockets. */
+static void conn_say_bye(tcp_conn_t *c) {
+  if (atomic_load_explicit(&c->tx_error, memory_order_acquire) != ncclSuccess ||
+      pcl_abort_requested(c->ctx->abort_flag) || c->out_len != 0)
+    return;
+  for (int i = 1; i < c->nstreams; i++)
+    if (atomic_load_explicit(&c->s[i].sent, memory_order_acquire) != c->s[i].tail)
+      return;
+  for (int i = 0; i < c->nstreams; i++)
+    if (c->s[i].fd >= 0) {
+      tcp_hdr_t h = hdr_make(c, TCP_MSG_BYE, 0, 0, 0);
+      send_bye(&c->s[i], &h);
+    }
+}
+
+static void tcp_disconnect(pcl_transport_ctx_t *ctx, void *conn) {
+  (void)ctx;
+  tcp_conn_t *c = conn;
+  if (c == NULL)
+    return;
+  conn_say_bye(c);
+  conn_stop_threads(c);
+  conn_free(c);
+}
+
+/* A sender thread's failure, reported by the proxy's next call (the thread WARNed it). */
+static ncclResult_t tx_failed(tcp_conn_t *c) {
+  return (ncclResult_t)atomic_load_explicit(&c->tx_error, memory_order_acquire);
 }
 
 /* Sends what waits in the outbox. */

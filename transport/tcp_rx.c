@@ -186,8 +186,19 @@ void *pcl_tcp_rx_main(void *arg) {
   for (;;) {
     tcp_hdr_t h;
     int r = rx_bytes(st, &h, sizeof(h), 1);
-    if (r == 0)
-      break; /* closed by the peer at a message boundary (its teardown) */
+    if (r > 0 && h.type == TCP_MSG_BYE)
+      break; /* the peer's orderly teardown: nothing more comes, nothing was lost */
+    if (r == 0) {
+      /* Closed at a message boundary without a goodbye: the peer's process ended or it
+       * aborted; what it would still have sent never comes. */
+      if (!atomic_load_explicit(&c->stop, memory_order_relaxed))
+        PCL_WARN(PCL_LOG_NET,
+                 "tcp rank %d: rank %d closed connection %d without a goodbye (its process "
+                 "ended or it aborted)",
+                 c->ctx->rank, c->peer, st->idx);
+      rx_failed(st, ncclRemoteError);
+      break;
+    }
     if (r < 0) {
       rx_failed(st, ncclRemoteError); /* unless stopped: a mid-message close or a socket error */
       break;

@@ -27,6 +27,7 @@ typedef struct {
   int allgather;        /* an allgather plan exists (none at 4 x 2) */
   int reducescatter;    /* a reduce-scatter plan exists */
   const char *log_line; /* a line rank 0's log must hold */
+  int dies;             /* rank 1's process ends after one call (peer_dies below) */
 } scenario_t;
 
 typedef struct {
@@ -109,6 +110,40 @@ static int graph_ok(ncclComm_t comm, float *in, float *out, size_t cnt, int rank
   return ok;
 }
 
+/* A peer whose process ends mid-job (a crash, a kill): after one good allgather rank 1 exits
+ * without a word; rank 0's next allgather waits for data that never comes, its TCP receiver sees
+ * the connection end without a goodbye, and ncclCommGetAsyncError must say so (ncclRemoteError,
+ * what PyTorch's watchdog acts on) within seconds; ncclCommAbort then ends the waiting kernel at
+ * once. Before, nothing was reported and the kernel waited forever (PLANCCL_TIMEOUT_S unset). */
+static int peer_dies(ncclComm_t *comm, float *in, float *out, int rank, int n, cudaStream_t s,
+                     const char *log) {
+  int rc = 0;
+  ncclResult_t st = ncclSuccess;
+  PCL_MP_CHECK(allgather_ok(*comm, in, out, 1024, rank, n, 0, s), 20);
+  if (rank == 1)
+    _exit(0);
+  PCL_MP_CHECK(ncclAllGather(in, out, 1024, ncclFloat, *comm, s) == ncclSuccess, 21);
+  for (int i = 0; i < 20000 && st == ncclSuccess; i++) {
+    PCL_MP_CHECK(ncclCommGetAsyncError(*comm, &st) == ncclSuccess, 22);
+    usleep(1000);
+  }
+  if (st != ncclRemoteError)
+    fprintf(stderr, "peer_dies: async error %d (%s), want ncclRemoteError\n", (int)st,
+            ncclGetErrorString(st));
+  PCL_MP_CHECK(st == ncclRemoteError, 23);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  PCL_MP_CHECK(ncclCommAbort(*comm) == ncclSuccess, 24);
+  *comm = NULL;
+  (void)cudaStreamSynchronize(s); /* the aborted kernel has ended */
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  PCL_MP_CHECK(t1.tv_sec - t0.tv_sec < 5, 25);
+  fflush(stderr);
+  PCL_MP_CHECK(shim_mp_log_count(log, "without a goodbye") >= 1, 26);
+out:
+  return rc;
+}
+
 static int rank_main(int rank, int nranks, void *arg) {
   shared_t *sh = arg;
   const scenario_t *sc = sh->sc;
@@ -126,6 +161,10 @@ static int rank_main(int rank, int nranks, void *arg) {
   PCL_MP_CHECK(cudaMalloc((void **)&out, MAXN * sizeof(float)) == cudaSuccess, 2);
   PCL_MP_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, 2);
   PCL_MP_CHECK(shim_mp_init_n(&sh->id, &sh->ready, rank, nranks, &comm) == ncclSuccess, 3);
+  if (sc->dies) {
+    rc = peer_dies(&comm, in, out, rank, nranks, s, sh->log[rank]);
+    goto out;
+  }
   for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
     size_t c = sizes[k];
     PCL_MP_CHECK(shim_mp_allreduce_checked_n(comm, in, out, c * (size_t)nranks, s, rank, nranks,
@@ -213,6 +252,14 @@ static const scenario_t scenarios[] = {
      .allreduce = 1,
      .reducescatter = 1,
      .log_line = "multi-node: 4 hosts x 2 ranks, port channels between hosts over tcp"},
+    {.name = "2 hosts x 1 rank, rank 1 dies",
+     .nranks = 2,
+     .hosts = {"pcl-a", "pcl-b"},
+     .planned = 1,
+     .allgather = 1,
+     .reducescatter = 1,
+     .log_line = "multi-node: 2 hosts x 1 ranks, port channels between hosts over tcp",
+     .dies = 1},
     {.name = "hosts of 3 and 1 ranks",
      .nranks = 4,
      .hosts = {"pcl-a", "pcl-a", "pcl-a", "pcl-b"},

@@ -25,7 +25,10 @@
 /* A stripe sender's queue of parts waiting to be sent. */
 #define TCP_JOBS 64
 
-enum { TCP_MSG_PUT = 1, TCP_MSG_SIGNAL = 2 };
+/* BYE: the last message of every stream of a connection whose side tore down in order (all its
+ * work sent). A stream that ends without one lost its peer midway (its process ended, or it
+ * aborted): its receiver reports that instead of leaving kernels to wait for data. */
+enum { TCP_MSG_PUT = 1, TCP_MSG_SIGNAL = 2, TCP_MSG_BYE = 3 };
 
 /* Every message names the messages of the other streams it must land after: the receiver of
  * stream s applies it once stream j's receiver has applied after[j] messages, for every j != s.

@@ -163,6 +163,8 @@ static int drain_rank(int rank, int n, void *argp) {
       usleep(1000);
     PCL_MP_CHECK(atomic_load_explicit((_Atomic uint64_t *)&p.sem[0], memory_order_acquire) == 1, 6);
     PCL_MP_CHECK(memcmp(p.src, p.dst, 4096) == 0, 7);
+    /* Rank 0's connection closes after its goodbye: an orderly end, not a failure. */
+    usleep(300000);
     PCL_MP_CHECK(pcl_proxy_error(p.px) == ncclSuccess, 8);
   }
 out:
@@ -214,6 +216,40 @@ START_TEST(test_tcp_abort_no_drain) {
   static stripes_args_t a;
   ck_assert_int_eq(pcl_bootstrap_root_create(&a.handle), ncclSuccess);
   ck_assert_int_eq(pcl_mp_run_threads(2, abort_rank, &a, NULL), 0);
+  roots_gone_no_leaks();
+}
+END_TEST
+
+/* Rank 1's process ends without tearing anything down (a crash, a kill): its sockets close
+ * without a goodbye, and rank 0's proxy must report it (ncclRemoteError) rather than leave a
+ * kernel waiting for data that never comes. Forked ranks: the exit must be a process's. */
+static int peer_dies_rank(int rank, int n, void *argp) {
+  int rc = 0;
+  pair_t p;
+  PCL_MP_CHECK(pair_up(argp, rank, n, 4096, 0, &p) == 0, 1);
+  if (rank == 1)
+    _exit(0);
+  double end = pcl_mp_now() + 10;
+  while (pcl_proxy_error(p.px) == ncclSuccess && pcl_mp_now() < end)
+    usleep(1000);
+  PCL_MP_CHECK(pcl_proxy_error(p.px) == ncclRemoteError, 2);
+out:
+  pcl_proxy_destroy(p.px);
+  pcl_bootstrap_destroy(p.b); /* no barrier: the peer is gone */
+  p.px = NULL;
+  p.b = NULL;
+  pair_down(&p);
+  return rc;
+}
+
+START_TEST(test_tcp_peer_dies) {
+  setenv("PLANCCL_SOCKET_IFNAME", "lo", 1);
+  pcl_param_reset();
+  static stripes_args_t a;
+  int codes[2] = {0, 0};
+  ck_assert_int_eq(pcl_bootstrap_root_create(&a.handle), ncclSuccess);
+  ck_assert_msg(pcl_mp_run(2, peer_dies_rank, &a, 60, codes) == 0, "rank codes %d %d", codes[0],
+                codes[1]);
   roots_gone_no_leaks();
 }
 END_TEST
@@ -319,6 +355,7 @@ int main(void) {
   tcase_add_test(st, test_tcp_rx_failure);
   tcase_add_test(st, test_tcp_destroy_drains);
   tcase_add_test(st, test_tcp_abort_no_drain);
+  tcase_add_test(st, test_tcp_peer_dies);
   suite_add_tcase(s, st);
   return pcl_test_run_suite(s);
 }
