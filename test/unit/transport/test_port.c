@@ -355,8 +355,12 @@ int main(void) {
   tcase_add_test(st, test_tcp_rx_failure);
   tcase_add_test(st, test_tcp_destroy_drains);
   tcase_add_test(st, test_tcp_abort_no_drain);
-  tcase_add_test(st, test_tcp_peer_dies);
   suite_add_tcase(s, st);
+  /* Forked ranks, one of which dies: not in the ThreadSanitizer run (test_port_stripes). */
+  TCase *death = tcase_create("death");
+  tcase_set_timeout(death, 120);
+  tcase_add_test(death, test_tcp_peer_dies);
+  suite_add_tcase(s, death);
   return pcl_test_run_suite(s);
 }
 #endif
