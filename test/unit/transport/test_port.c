@@ -356,8 +356,10 @@ int main(void) {
   tcase_add_test(st, test_tcp_destroy_drains);
   tcase_add_test(st, test_tcp_abort_no_drain);
   suite_add_tcase(s, st);
-  /* Forked ranks, one of which dies: not in the ThreadSanitizer run (test_port_stripes). */
+  /* Forked ranks, one of which dies: its own ctest, outside both sanitizer runs
+   * (test_port_death; test_port leaves it out by its tag). */
   TCase *death = tcase_create("death");
+  tcase_set_tags(death, "death");
   tcase_set_timeout(death, 120);
   tcase_add_test(death, test_tcp_peer_dies);
   suite_add_tcase(s, death);
