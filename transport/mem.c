@@ -1,20 +1,13 @@
 /* SPDX-License-Identifier: MIT
- * Device buffer allocation (cudaMalloc or cuMem with POSIX-fd handles), export descriptors and
- * their validation, and registration: deciding a buffer's kind from the driver's pointer
- * attributes and producing the descriptor peers import (see ipc.c). */
+ * Device buffer allocation (cudaMalloc or cuMem with POSIX-fd handles) and the validation of
+ * export descriptors (registration: mem_reg.c; import: ipc.c). */
 #include <string.h>
-#include <unistd.h>
 #include <cuda_runtime_api.h>
 #include "alloc.h"
 #include "cuda_check.h"
 #include "log.h"
 #include "mem.h"
 #include "mem_int.h"
-
-struct pcl_mem_reg {
-  pcl_mem_desc_t desc;
-  pcl_ipc_fd_entry_t *fd_entry; /* CUMEM_FD only */
-};
 
 const char *pcl_mem_kind_name(int kind) {
   switch (kind) {
@@ -68,6 +61,8 @@ ncclResult_t pcl_mem_desc_check(const pcl_mem_desc_t *d) {
     why = "fd fields set on a non-fd kind";
   else if (d->kind == PCL_MEM_KIND_CUDA_IPC && all_zero(d->ipc, sizeof(d->ipc)))
     why = "empty cuda ipc handle";
+  else if (d->kind != PCL_MEM_KIND_PROCESS && d->export_id == 0)
+    why = "no export id";
   else if (d->reserved0 != 0 || !all_zero(d->reserved, sizeof(d->reserved)))
     why = "reserved bytes not zero";
   if (why != NULL) {
@@ -241,171 +236,4 @@ void pcl_mem_free(pcl_mem_alloc_t *a) {
       PCL_WARN(PCL_LOG_IPC, "cudaFree(%p) failed: %s", a->ptr, cudaGetErrorString(e));
   }
   pcl_free(a);
-}
-
-/* ---- registration ---------------------------------------------------------------------------- */
-
-/* Walks the physical allocations behind [ptr, ptr + bytes) of cuMem memory, exports each as an fd
- * and publishes them. Fills base/span/offset/nchunks/fd_* of the descriptor. */
-static ncclResult_t reg_cumem_fd(const pcl_cu_fns_t *cu, CUdeviceptr ptr, size_t bytes,
-                                 pcl_mem_reg_t *reg) {
-  ncclResult_t res = ncclSuccess;
-  pcl_ipc_fd_chunk_t *chunks = NULL;
-  uint32_t n = 0, cap = 4;
-  CUdeviceptr cur = ptr, end = ptr + bytes, span_base = 0;
-  chunks = pcl_calloc(cap, sizeof(*chunks), "cumem chunks");
-  PCL_PTR_CHECK_GOTO(chunks, "cumem chunks", res, fail);
-  while (cur < end) {
-    CUdeviceptr b = 0;
-    size_t s = 0;
-    CUmemGenericAllocationHandle h;
-    CUmemAllocationProp prop;
-    int fd = -1;
-    PCL_CU_CHECK_GOTO(cu, mem_get_address_range(&b, &s, cur), res, fail);
-    if (n == 0)
-      span_base = b;
-    else if (b != cur) {
-      PCL_WARN(PCL_LOG_IPC, "registered cumem range is not contiguous at %p", (void *)cur);
-      res = ncclInvalidArgument;
-      goto fail;
-    }
-    if (n == PCL_MEM_MAX_CHUNKS) {
-      PCL_WARN(PCL_LOG_IPC, "registered cumem range spans more than %u allocations",
-               PCL_MEM_MAX_CHUNKS);
-      res = ncclInvalidArgument;
-      goto fail;
-    }
-    PCL_CU_CHECK_GOTO(cu, mem_retain_allocation_handle(&h, (void *)(uintptr_t)b), res, fail);
-    CUresult r = cu->mem_get_allocation_properties_from_handle(&prop, h);
-    if (r == CUDA_SUCCESS &&
-        !(prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
-      PCL_WARN(PCL_LOG_IPC, "cumem allocation at %p has no POSIX-fd handle type", (void *)b);
-      cu->mem_release(h);
-      res = ncclInvalidArgument;
-      goto fail;
-    }
-    if (r == CUDA_SUCCESS)
-      r = cu->mem_export_to_shareable_handle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-    cu->mem_release(h); /* drops only the reference the retain took */
-    if (r != CUDA_SUCCESS) {
-      res = pcl_cu_fail("cuMemExportToShareableHandle", r);
-      goto fail;
-    }
-    if (n == cap) {
-      pcl_ipc_fd_chunk_t *grown =
-          pcl_realloc(chunks, cap, cap * 2, sizeof(*chunks), "cumem chunks");
-      if (grown == NULL) {
-        close(fd);
-        res = ncclSystemError;
-        goto fail;
-      }
-      chunks = grown;
-      cap *= 2;
-    }
-    chunks[n].off = b - span_base;
-    chunks[n].bytes = s;
-    chunks[n].fd = fd;
-    n++;
-    cur = b + s;
-  }
-  reg->desc.base = span_base;
-  reg->desc.span = cur - span_base;
-  reg->desc.offset = ptr - span_base;
-  reg->desc.nchunks = n;
-  /* publish takes the fds, also when it fails */
-  res = pcl_ipc_fd_publish(chunks, n, &reg->desc.fd_server, &reg->desc.fd_secret, &reg->fd_entry);
-  pcl_free(chunks);
-  return res;
-fail:
-  for (uint32_t i = 0; i < n; i++)
-    close(chunks[i].fd);
-  pcl_free(chunks);
-  return res;
-}
-
-ncclResult_t pcl_mem_reg(void *ptr, size_t bytes, pcl_mem_reg_t **out) {
-  ncclResult_t res = ncclSuccess;
-  const pcl_cu_fns_t *cu = NULL;
-  pcl_mem_reg_t *reg = NULL;
-  CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr, base = 0;
-  size_t size = 0;
-  unsigned int mtype = 0;
-  int ordinal = -1, legacy = 0;
-  CUmemGenericAllocationHandle h;
-
-  if (ptr == NULL || bytes == 0 || out == NULL) {
-    PCL_WARN(PCL_LOG_IPC, "pcl_mem_reg: invalid argument (ptr %p, %zu bytes)", ptr, bytes);
-    return ncclInvalidArgument;
-  }
-  PCL_CHECK(pcl_cu_load(&cu));
-  if (cu->pointer_get_attribute(&mtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != CUDA_SUCCESS ||
-      mtype != CU_MEMORYTYPE_DEVICE) {
-    PCL_WARN(PCL_LOG_IPC, "pcl_mem_reg: %p is not device memory", ptr);
-    return ncclInvalidArgument;
-  }
-  PCL_CALLOC(reg, 1, "memory registration");
-  PCL_PTR_CHECK_GOTO(reg, "memory registration", res, fail);
-  PCL_CU_CHECK_GOTO(cu, pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p),
-                    res, fail);
-  PCL_CU_CHECK_GOTO(cu, mem_get_address_range(&base, &size, p), res, fail);
-  if (cu->pointer_get_attribute(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, p) !=
-      CUDA_SUCCESS)
-    legacy = 0;
-  reg->desc.magic = PCL_MEM_DESC_MAGIC;
-  reg->desc.version = PCL_MEM_DESC_VERSION;
-  reg->desc.dev = ordinal;
-  reg->desc.proc_token = pcl_mem_proc_token();
-  reg->desc.base = base;
-  reg->desc.span = size;
-  reg->desc.offset = p - base;
-  reg->desc.bytes = bytes;
-
-  if (legacy) {
-    cudaIpcMemHandle_t ih;
-    /* The handle names the whole allocation; the importer gets its base and adds the offset. */
-    PCL_CUDA_CHECK_GOTO(cudaIpcGetMemHandle(&ih, (void *)(uintptr_t)base), res, fail);
-    PCL_MEM_STATIC_ASSERT(sizeof(ih) == sizeof(reg->desc.ipc), "ipc handle size");
-    memcpy(reg->desc.ipc, &ih, sizeof(ih));
-    reg->desc.kind = PCL_MEM_KIND_CUDA_IPC;
-  } else if (cu->mem_retain_allocation_handle(&h, (void *)(uintptr_t)base) == CUDA_SUCCESS) {
-    CUmemAllocationProp prop;
-    CUresult r = cu->mem_get_allocation_properties_from_handle(&prop, h);
-    cu->mem_release(h);
-    reg->desc.flags |= PCL_MEM_FLAG_VMM;
-    if (r == CUDA_SUCCESS &&
-        (prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
-      PCL_CHECK_GOTO(reg_cumem_fd(cu, p, bytes, reg), res, fail);
-      reg->desc.kind = PCL_MEM_KIND_CUMEM_FD;
-    } else {
-      reg->desc.kind = PCL_MEM_KIND_PROCESS;
-    }
-  } else {
-    reg->desc.kind = PCL_MEM_KIND_PROCESS;
-  }
-  if (reg->desc.kind != PCL_MEM_KIND_CUMEM_FD && reg->desc.offset + bytes > reg->desc.span) {
-    PCL_WARN(PCL_LOG_IPC, "pcl_mem_reg: [%p, +%zu) runs past its allocation of %zu bytes", ptr,
-             bytes, size);
-    res = ncclInvalidArgument;
-    goto fail;
-  }
-  PCL_CHECK_GOTO(pcl_mem_desc_check(&reg->desc), res, fail);
-  PCL_INFO(PCL_LOG_IPC, "registered %p +%zu on dev %d as %s (span %p +%llu)", ptr, bytes, ordinal,
-           pcl_mem_kind_name(reg->desc.kind), (void *)(uintptr_t)base,
-           (unsigned long long)reg->desc.span);
-  *out = reg;
-  return ncclSuccess;
-fail:
-  pcl_mem_dereg(reg);
-  return res;
-}
-
-const pcl_mem_desc_t *pcl_mem_reg_desc(const pcl_mem_reg_t *reg) {
-  return &reg->desc;
-}
-
-void pcl_mem_dereg(pcl_mem_reg_t *reg) {
-  if (reg == NULL)
-    return;
-  pcl_ipc_fd_withdraw(reg->fd_entry);
-  pcl_free(reg);
 }

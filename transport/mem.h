@@ -74,7 +74,9 @@ typedef struct {
   uint32_t nchunks;     /* CUMEM_FD: physical allocations behind the span, 1..PCL_MEM_MAX_CHUNKS */
   uint32_t reserved0;   /* zero */
   uint8_t ipc[64];      /* CUDA_IPC: cudaIpcMemHandle_t of base */
-  uint8_t reserved[48]; /* zero */
+  uint64_t export_id;   /* CUDA_IPC, CUMEM_FD: names the owner's export of the span (never 0),
+                         * shared by its registrations of the same memory: importers map it once */
+  uint8_t reserved[40]; /* zero */
 } pcl_mem_desc_t;
 
 PCL_MEM_STATIC_ASSERT(sizeof(pcl_mem_desc_t) == PCL_MEM_DESC_BYTES, "descriptor size is pinned");
@@ -93,13 +95,18 @@ typedef struct pcl_mem_reg pcl_mem_reg_t;
 /* Registers [ptr, ptr + bytes) of device memory. The kind follows from the pointer: legacy-IPC
  * capable (cudaMalloc) -> CUDA_IPC; cuMem with a POSIX-fd handle type -> CUMEM_FD (spans of
  * several physical allocations are supported); anything else device-resident -> PROCESS. Host
- * memory, unknown pointers and bytes == 0 are ncclInvalidArgument. */
+ * memory, unknown pointers and bytes == 0 are ncclInvalidArgument. Registrations whose span
+ * (the allocation, or the cuMem allocations the buffer touches) is the same memory share one
+ * export, reference-counted; memory freed, remade or remapped since is exported anew
+ * (pcl_mem_identity's digest decides, never the address alone). Thread-safe. */
 ncclResult_t pcl_mem_reg(void *ptr, size_t bytes, pcl_mem_reg_t **out);
 /* The descriptor to send to peers (valid until pcl_mem_dereg). */
 const pcl_mem_desc_t *pcl_mem_reg_desc(const pcl_mem_reg_t *reg);
-/* Closes exported fds and withdraws them from the fd server. NULL is ok. Peers that already
- * imported keep a valid mapping until they close it. */
+/* Drops the registration; the last one of an export closes its fds and withdraws them from the
+ * fd server. NULL is ok. Peers that already imported keep a valid mapping until they close it. */
 void pcl_mem_dereg(pcl_mem_reg_t *reg);
+/* Exports alive in this process (tests): registrations of the same memory share one. */
+int pcl_mem_exports_live(void);
 
 /* ---- identity ---------------------------------------------------------------------------- */
 
@@ -119,16 +126,22 @@ ncclResult_t pcl_mem_identity(const void *ptr, size_t bytes, pcl_mem_identity_t 
 typedef struct pcl_mem_import pcl_mem_import_t;
 
 /* Maps a peer's registration for kernels running on `local_dev` (the caller's current device is
- * kept). Same process: the owner's pointer, after enabling peer access (or cuMemSetAccess for VMM
- * memory); "already enabled" is fine. Other process: cudaIpcOpenMemHandle, or fds fetched from the
- * owner's server + cuMemImportFromShareableHandle/AddressReserve/Map/SetAccess. */
+ * kept); a second registration of an export already mapped for that device reuses the mapping
+ * (reference-counted, thread-safe). Same process: the owner's pointer, after enabling peer access
+ * (or cuMemSetAccess for VMM memory); "already enabled" is fine. Other process:
+ * cudaIpcOpenMemHandle, or fds fetched from the owner's server +
+ * cuMemImportFromShareableHandle/AddressReserve/Map/SetAccess. */
 ncclResult_t pcl_mem_import(const pcl_mem_desc_t *desc, int local_dev, pcl_mem_import_t **out);
 /* The imported buffer's first byte (owner's base + offset, in this process's address space). */
 void *pcl_mem_import_ptr(const pcl_mem_import_t *imp);
 /* How it was mapped: PCL_MEM_KIND_PROCESS for a direct same-process pointer, else the kind. */
 int pcl_mem_import_kind(const pcl_mem_import_t *imp);
-/* Unmaps (cudaIpcCloseMemHandle, or cuMemUnmap + cuMemAddressFree). NULL is ok. */
+/* Drops the import; the last one of a mapping unmaps it (cudaIpcCloseMemHandle, or cuMemUnmap +
+ * cuMemAddressFree). NULL is ok. */
 void pcl_mem_import_close(pcl_mem_import_t *imp);
+/* Mappings of peers' exports alive in this process (tests): imports of one export on one device
+ * share one. */
+int pcl_mem_mappings_live(void);
 
 #ifdef __cplusplus
 }

@@ -24,4 +24,14 @@ if(TARGET pcl_transport AND NOT PCL_SANITIZE)
   set_tests_properties(transport_port PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200
                        LABELS "gpu;nosan"
                        ENVIRONMENT "PLANCCL_SOCKET_IFNAME=lo;PLANCCL_TIMEOUT_S=60")
+
+  # Exports and mappings shared per span, between two processes on one GPU.
+  add_executable(transport_mem_share ${CMAKE_CURRENT_LIST_DIR}/transport_mem_share.c)
+  pcl_target_defaults(transport_mem_share)
+  pcl_use_private_headers(transport_mem_share transport) # mem_int.h: the driver entry points
+  target_include_directories(transport_mem_share PRIVATE ${PROJECT_SOURCE_DIR}/test/mp)
+  target_link_libraries(transport_mem_share PRIVATE pcl_transport pcl_common ${PCL_CUDART_STATIC})
+  add_test(NAME transport_mem_share COMMAND transport_mem_share)
+  set_tests_properties(transport_mem_share PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+                       LABELS "gpu;nosan")
 endif()

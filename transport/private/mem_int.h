@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT
  * Private to transport/'s GPU-memory files: the CUDA driver entry points (always resolved through
- * cudaGetDriverEntryPointByVersion, never linked), the process identity token, and the
- * file-descriptor server that hands cuMem allocations to peer processes. */
+ * cudaGetDriverEntryPointByVersion, never linked), the process identity token, the
+ * file-descriptor server that hands cuMem allocations to peer processes, and the lists of
+ * exports and mappings shared between registrations (mem_shared.c). */
 #ifndef PCL_MEM_INT_H
 #define PCL_MEM_INT_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cuda.h>
@@ -86,5 +88,32 @@ ncclResult_t pcl_ipc_fd_fetch(uint64_t server_id, uint64_t secret, uint32_t inde
 
 /* Number of live entries at this process's server (tests). */
 int pcl_ipc_fd_server_entries(void);
+
+/* A process-wide list of reference-counted objects shared by several users (exports of one span,
+ * mappings of one export): an object embeds pcl_mem_shared_t as its first member. Thread-safe. */
+typedef struct pcl_mem_shared {
+  struct pcl_mem_shared *next;
+  int refs;
+} pcl_mem_shared_t;
+
+typedef struct {
+  pthread_mutex_t lock;
+  pcl_mem_shared_t *head;
+  int n;
+} pcl_mem_shared_list_t;
+
+#define PCL_MEM_SHARED_LIST_INIT                                                                   \
+  { PTHREAD_MUTEX_INITIALIZER, NULL, 0 }
+
+/* The first object `match` accepts, with a reference taken, or NULL. */
+pcl_mem_shared_t *pcl_mem_shared_find(pcl_mem_shared_list_t *l,
+                                      int (*match)(const pcl_mem_shared_t *o, const void *key),
+                                      const void *key);
+/* Lists o with one reference (the caller's). */
+void pcl_mem_shared_add(pcl_mem_shared_list_t *l, pcl_mem_shared_t *o);
+/* Drops a reference; 1 when it was the last: o is unlisted and the caller frees it. */
+int pcl_mem_shared_put(pcl_mem_shared_list_t *l, pcl_mem_shared_t *o);
+/* Objects listed (tests). */
+int pcl_mem_shared_count(pcl_mem_shared_list_t *l);
 
 #endif

@@ -32,6 +32,8 @@ static pcl_mem_desc_t good_desc(int kind) {
   }
   if (kind == PCL_MEM_KIND_CUDA_IPC)
     d.ipc[5] = 1;
+  if (kind != PCL_MEM_KIND_PROCESS)
+    d.export_id = 0xabcd;
   return d;
 }
 
@@ -67,7 +69,7 @@ END_TEST
 /* Each mutation must be refused, never crash. */
 START_TEST(test_desc_invalid) {
   ck_assert_int_eq(pcl_mem_desc_check(NULL), ncclInvalidArgument);
-  for (int m = 0; m < 20; m++) {
+  for (int m = 0; m < 21; m++) {
     pcl_mem_desc_t d = good_desc(m < 14 ? PCL_MEM_KIND_CUMEM_FD : PCL_MEM_KIND_CUDA_IPC);
     switch (m) {
     case 0:
@@ -119,7 +121,7 @@ START_TEST(test_desc_invalid) {
       d.nchunks = 1;
       break;
     case 16:
-      d.reserved[47] = 1;
+      d.reserved[39] = 1;
       break;
     case 17:
       d.reserved0 = 3;
@@ -129,6 +131,9 @@ START_TEST(test_desc_invalid) {
       break;
     case 19:
       d.bytes = UINT64_MAX;
+      break;
+    case 20:
+      d.export_id = 0; /* importers key their mappings by it */
       break;
     }
     ck_assert_msg(pcl_mem_desc_check(&d) == ncclInvalidArgument, "mutation %d accepted", m);
