@@ -62,9 +62,23 @@ static void fill_caps(struct pcl_kernel_caps *caps) {
   }
 }
 
+/* A port channel that failed (a peer's process ended, a broken stream) never delivers what
+ * this rank's kernels wait for: they give up now, as on an abort, instead of after
+ * PLANCCL_TIMEOUT_S or never; ncclCommGetAsyncError reports the error and later planned calls
+ * are refused (dispatch.c). Runs on a transport thread. */
+static void port_failed(void *arg, ncclResult_t res) {
+  struct pcl_comm_pcl *p = arg;
+  PCL_WARN(PCL_LOG_PORT,
+           "rank %d: a port channel failed (%s): planned kernels of this "
+           "communicator give up",
+           p->rank, ncclGetErrorString(res));
+  pcl_exec_abort(p->exec);
+}
+
 void pcl_comm_res_destroy(struct pcl_comm_pcl *p, int abort) {
   if (p == NULL)
     return;
+  pcl_portchan_on_fail(p->portchan, NULL, NULL); /* before the executor it aborts goes */
   int prev = -1;
   cudaGetDevice(&prev);
   cudaSetDevice(p->cuda_dev);
@@ -244,6 +258,7 @@ ncclResult_t pcl_comm_res_create(pcl_bootstrap_t *boot, int cuda_dev, struct pcl
   PCL_CHECK_GOTO(create_executor(p, &go, why, whylen), res, fail_comm);
   if (!go)
     goto passthrough;
+  pcl_portchan_on_fail(p->portchan, port_failed, p);
   PCL_CHECK_GOTO(pcl_comm_auto_setup(p), res, fail_comm);
   size_t chan_bytes = 2 * (size_t)p->nranks * (size_t)layout.nmem * 8;
   PCL_INFO(PCL_LOG_INIT | PCL_LOG_SHIM,

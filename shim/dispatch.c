@@ -12,6 +12,7 @@
 #include "log.h"
 #include "pcl_check.h"
 #include "param.h"
+#include "portchan.h"
 #include "shim_int.h"
 
 static pthread_once_t params_once = PTHREAD_ONCE_INIT;
@@ -298,7 +299,17 @@ static struct pcl_dcache_entry *lookup(struct ncclComm *c, const struct pcl_coll
  * the communicator's error, WARNed once; forwarded calls still reach the real NCCL. */
 static ncclResult_t refuse_after_kernel_error(struct ncclComm *c, struct pcl_comm_pcl *p) {
   uint32_t kerr = 0;
-  ncclResult_t res = pcl_exec_async_error(p->exec, &kerr);
+  ncclResult_t res = ncclSuccess;
+  if (p->portchan != NULL && (res = pcl_portchan_error(p->portchan)) != ncclSuccess) {
+    /* A failed port channel aborts the kernels (comm_res.c); no later call could finish. */
+    if (!__atomic_exchange_n(&p->kernel_error_logged, 1, __ATOMIC_RELAXED))
+      PCL_WARN(PCL_LOG_SHIM,
+               "communicator %p (rank %d of %d): its port channels failed; planned calls on it "
+               "are refused from now on (%s): abort the communicator (ncclCommAbort)",
+               (void *)c, p->rank, p->nranks, ncclGetErrorString(res));
+    return res;
+  }
+  res = pcl_exec_async_error(p->exec, &kerr);
   if (res == ncclSuccess)
     return ncclSuccess;
   if (!__atomic_exchange_n(&p->kernel_error_logged, 1, __ATOMIC_RELAXED))

@@ -426,12 +426,13 @@ PCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncE
      * channels would wait for ever: the caller learns either here and aborts the communicator,
      * as after an NCCL transport error. Latched and WARNed once. */
     const char *what = NULL;
-    if (mine == ncclSuccess && p != NULL && p->exec != NULL &&
-        (mine = pcl_exec_async_error(p->exec, NULL)) != ncclSuccess)
-      what = "a planccl kernel failed: timeout (PLANCCL_TIMEOUT_S) or abort";
+    /* The port channels first: their failure aborts the kernels, so it is the cause. */
     if (mine == ncclSuccess && p != NULL && p->portchan != NULL &&
         (mine = pcl_portchan_error(p->portchan)) != ncclSuccess)
       what = "planccl's port channels failed: abort the communicator (ncclCommAbort)";
+    if (mine == ncclSuccess && p != NULL && p->exec != NULL &&
+        (mine = pcl_exec_async_error(p->exec, NULL)) != ncclSuccess)
+      what = "a planccl kernel failed: timeout (PLANCCL_TIMEOUT_S) or abort";
     if (what != NULL) {
       atomic_store(&c->async_error, mine);
       PCL_WARN(PCL_LOG_SHIM | PCL_LOG_EXEC, "communicator %p rank %d: %s (%s)", (void *)c, c->rank,

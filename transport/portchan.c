@@ -251,6 +251,11 @@ void pcl_portchan_destroy(pcl_portchan_t *pc) {
   pcl_free(pc);
 }
 
+void pcl_portchan_on_fail(pcl_portchan_t *pc, pcl_portchan_fail_fn fn, void *arg) {
+  if (pc != NULL)
+    pcl_proxy_on_fail(pc->proxy, fn, arg);
+}
+
 void pcl_portchan_abort(pcl_portchan_t *pc) {
   if (pc != NULL)
     pcl_proxy_abort(pc->proxy);

@@ -57,6 +57,11 @@ ncclResult_t pcl_portchan_create(pcl_bootstrap_t *b, const pcl_portchan_config_t
  * this waits at most for its socket to take them, unless aborted), stops the proxy, frees
  * everything. Kernels using the channels must have finished or been aborted. NULL is ok. */
 void pcl_portchan_destroy(pcl_portchan_t *pc);
+/* Called once, on a transport thread, with the port channels' first error (the proxy stops
+ * for good then); NULL clears it, and once that returns no call of the old fn runs any more.
+ * Set after an error, fn is called at once. */
+typedef void (*pcl_portchan_fail_fn)(void *arg, ncclResult_t res);
+void pcl_portchan_on_fail(pcl_portchan_t *pc, pcl_portchan_fail_fn fn, void *arg);
 /* Aborted: the destroy that follows drops the transfers still posted (pcl_proxy_abort). */
 void pcl_portchan_abort(pcl_portchan_t *pc);
 

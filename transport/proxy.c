@@ -63,6 +63,9 @@ struct pcl_proxy {
   atomic_int drain;   /* destroy asks: carry out what is posted, then say so in drained */
   atomic_int drained; /* the FIFO was empty and every connection flushed, after drain was set */
   volatile uint32_t own_abort; /* ctx.abort_flag when the configuration gives none */
+  pthread_mutex_t fail_lock;   /* orders on_fail's calls against its clearing */
+  pcl_proxy_fail_fn on_fail;
+  void *on_fail_arg;
 };
 
 static int mem_used(const mem_entry_t *m) {
@@ -91,6 +94,7 @@ ncclResult_t pcl_proxy_create(const pcl_proxy_config_t *cfg, pcl_proxy_t **out) 
   if (p == NULL)
     return ncclSystemError;
   p->cfg = *cfg;
+  pthread_mutex_init(&p->fail_lock, NULL);
   if (cfg->bus_id != NULL)
     snprintf(p->bus_id, sizeof(p->bus_id), "%s", cfg->bus_id);
   p->cfg.bus_id = p->bus_id;
@@ -101,11 +105,13 @@ ncclResult_t pcl_proxy_create(const pcl_proxy_config_t *cfg, pcl_proxy_t **out) 
       cudaSetDevice(cfg->cuda_dev) != cudaSuccess) {
     (void)cudaGetLastError();
     PCL_WARN(PCL_LOG_PORT, "proxy: cudaSetDevice(%d) failed", cfg->cuda_dev);
+    pthread_mutex_destroy(&p->fail_lock);
     pcl_free(p);
     return ncclUnhandledCudaError;
   }
   res = pcl_fifo_create(cfg->fifo_size, fm, &p->fifo);
   if (res != ncclSuccess) {
+    pthread_mutex_destroy(&p->fail_lock);
     pcl_free(p);
     return res;
   }
@@ -293,7 +299,24 @@ ncclResult_t pcl_proxy_channel_set(pcl_proxy_t *p, uint32_t id, const pcl_proxy_
 
 static void fail(pcl_proxy_t *p, ncclResult_t res) {
   int expected = ncclSuccess;
-  atomic_compare_exchange_strong(&p->error, &expected, (int)res);
+  if (!atomic_compare_exchange_strong(&p->error, &expected, (int)res))
+    return; /* not the first */
+  pthread_mutex_lock(&p->fail_lock);
+  if (p->on_fail != NULL)
+    p->on_fail(p->on_fail_arg, res);
+  pthread_mutex_unlock(&p->fail_lock);
+}
+
+void pcl_proxy_on_fail(pcl_proxy_t *p, pcl_proxy_fail_fn fn, void *arg) {
+  if (p == NULL)
+    return;
+  pthread_mutex_lock(&p->fail_lock);
+  p->on_fail = fn;
+  p->on_fail_arg = arg;
+  ncclResult_t res = (ncclResult_t)atomic_load_explicit(&p->error, memory_order_acquire);
+  if (fn != NULL && res != ncclSuccess)
+    fn(arg, res);
+  pthread_mutex_unlock(&p->fail_lock);
 }
 
 static ncclResult_t handle(pcl_proxy_t *p, const pcl_fifo_trigger_t *t, int *is_sync) {
@@ -510,5 +533,6 @@ void pcl_proxy_destroy(pcl_proxy_t *p) {
       pcl_transport_get((pcl_transport_kind_t)k)->fini(&p->ctx);
   pcl_free(p->conns);
   pcl_fifo_destroy(p->fifo);
+  pthread_mutex_destroy(&p->fail_lock);
   pcl_free(p);
 }

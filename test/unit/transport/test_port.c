@@ -223,16 +223,29 @@ END_TEST
 /* Rank 1's process ends without tearing anything down (a crash, a kill): its sockets close
  * without a goodbye, and rank 0's proxy must report it (ncclRemoteError) rather than leave a
  * kernel waiting for data that never comes. Forked ranks: the exit must be a process's. */
+/* The owner's failure callback: how often it ran, and with what. */
+static _Atomic int g_fail_calls, g_fail_res;
+static void on_fail(void *arg, ncclResult_t res) {
+  (void)arg;
+  atomic_fetch_add(&g_fail_calls, 1);
+  atomic_store(&g_fail_res, (int)res);
+}
+
 static int peer_dies_rank(int rank, int n, void *argp) {
   int rc = 0;
   pair_t p;
   PCL_MP_CHECK(pair_up(argp, rank, n, 4096, 0, &p) == 0, 1);
   if (rank == 1)
     _exit(0);
+  pcl_proxy_on_fail(p.px, on_fail, NULL);
   double end = pcl_mp_now() + 10;
   while (pcl_proxy_error(p.px) == ncclSuccess && pcl_mp_now() < end)
     usleep(1000);
   PCL_MP_CHECK(pcl_proxy_error(p.px) == ncclRemoteError, 2);
+  /* Told once (every stream saw the end; only the first failure counts). */
+  usleep(100000);
+  PCL_MP_CHECK(atomic_load(&g_fail_calls) == 1 && atomic_load(&g_fail_res) == ncclRemoteError, 3);
+  pcl_proxy_on_fail(p.px, NULL, NULL);
 out:
   pcl_proxy_destroy(p.px);
   pcl_bootstrap_destroy(p.b); /* no barrier: the peer is gone */
