@@ -63,9 +63,10 @@ struct pcl_proxy {
   atomic_int drain;   /* destroy asks: carry out what is posted, then say so in drained */
   atomic_int drained; /* the FIFO was empty and every connection flushed, after drain was set */
   volatile uint32_t own_abort; /* ctx.abort_flag when the configuration gives none */
-  pthread_mutex_t fail_lock;   /* orders on_fail's calls against its clearing */
+  pthread_mutex_t fail_lock;   /* orders on_fail's call against its setting and clearing */
   pcl_proxy_fail_fn on_fail;
   void *on_fail_arg;
+  int fail_told; /* on_fail has been called (once per proxy); under fail_lock */
 };
 
 static int mem_used(const mem_entry_t *m) {
@@ -302,8 +303,10 @@ static void fail(pcl_proxy_t *p, ncclResult_t res) {
   if (!atomic_compare_exchange_strong(&p->error, &expected, (int)res))
     return; /* not the first */
   pthread_mutex_lock(&p->fail_lock);
-  if (p->on_fail != NULL)
+  if (p->on_fail != NULL && !p->fail_told) {
+    p->fail_told = 1;
     p->on_fail(p->on_fail_arg, res);
+  }
   pthread_mutex_unlock(&p->fail_lock);
 }
 
@@ -314,8 +317,10 @@ void pcl_proxy_on_fail(pcl_proxy_t *p, pcl_proxy_fail_fn fn, void *arg) {
   p->on_fail = fn;
   p->on_fail_arg = arg;
   ncclResult_t res = (ncclResult_t)atomic_load_explicit(&p->error, memory_order_acquire);
-  if (fn != NULL && res != ncclSuccess)
+  if (fn != NULL && res != ncclSuccess && !p->fail_told) {
+    p->fail_told = 1;
     fn(arg, res);
+  }
   pthread_mutex_unlock(&p->fail_lock);
 }
 

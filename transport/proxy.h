@@ -41,9 +41,10 @@ ncclResult_t pcl_proxy_create(const pcl_proxy_config_t *cfg, pcl_proxy_t **out);
  * the kernels ended or were aborted; bounded by abort, an error or PLANCCL_BOOTSTRAP_TIMEOUT_S),
  * then stops the thread, disconnects, deregisters, frees. NULL ok. */
 void pcl_proxy_destroy(pcl_proxy_t *p);
-/* Called once, on the thread that saw it, with the proxy's first error (a send, a copy, a
- * receiver): the owner stops whatever waits for this proxy. fn NULL clears it; once this
- * returns, no call of the old fn runs any more. Set after an error, fn is called at once. */
+/* Called once per proxy, on the thread that saw it, with the proxy's first error (a send, a
+ * copy, a receiver): the owner stops whatever waits for this proxy. fn NULL clears it; once
+ * this returns, no call of the old fn runs any more. Set after an error not yet told, fn is
+ * called at once. */
 typedef void (*pcl_proxy_fail_fn)(void *arg, ncclResult_t res);
 void pcl_proxy_on_fail(pcl_proxy_t *p, pcl_proxy_fail_fn fn, void *arg);
 /* The communicator is aborted: sets the abort flag (the configuration's, else the proxy's own),
