@@ -21,8 +21,8 @@ typedef struct {
   const char *name;
   int nranks;
   const char *hosts[NR_MAX]; /* PLANCCL_HOST_ID of each rank */
-  int planned;               /* 1: planccl runs the plans; 0: every rank is pass-through */
-  /* Which collectives have plans for the shape; the others are forwarded (allreduce checked). */
+  /* Which collectives have plans for the shape (none: every rank runs pass-through); the others
+   * are forwarded (allreduce checked). */
   int allreduce;
   int allgather;        /* an allgather plan exists (none at 4 x 2) */
   int reducescatter;    /* a reduce-scatter plan runs (the 2 x 4 and 4 x 2 hierarchical ones,
@@ -228,7 +228,6 @@ static const scenario_t scenarios[] = {
     {.name = "2 hosts x 2 ranks",
      .nranks = 4,
      .hosts = {"pcl-a", "pcl-a", "pcl-b", "pcl-b"},
-     .planned = 1,
      .allreduce = 1,
      .allgather = 1,
      .reducescatter = 1,
@@ -236,27 +235,23 @@ static const scenario_t scenarios[] = {
     {.name = "2 hosts x 1 rank",
      .nranks = 2,
      .hosts = {"pcl-a", "pcl-b"},
-     .planned = 1,
      .allgather = 1,
      .reducescatter = 1,
      .log_line = "multi-node: 2 hosts x 1 ranks, port channels between hosts over tcp"},
     {.name = "2 hosts x 4 ranks",
      .nranks = 8,
      .hosts = {"pcl-a", "pcl-a", "pcl-a", "pcl-a", "pcl-b", "pcl-b", "pcl-b", "pcl-b"},
-     .planned = 1,
      .allreduce = 1,
      .allgather = 1,
      .log_line = "multi-node: 2 hosts x 4 ranks, port channels between hosts over tcp"},
     {.name = "4 hosts x 2 ranks",
      .nranks = 8,
      .hosts = {"pcl-a", "pcl-a", "pcl-b", "pcl-b", "pcl-c", "pcl-c", "pcl-d", "pcl-d"},
-     .planned = 1,
      .allreduce = 1,
      .log_line = "multi-node: 4 hosts x 2 ranks, port channels between hosts over tcp"},
     {.name = "2 hosts x 1 rank, rank 1 dies",
      .nranks = 2,
      .hosts = {"pcl-a", "pcl-b"},
-     .planned = 1,
      .allgather = 1,
      .reducescatter = 1,
      .log_line = "multi-node: 2 hosts x 1 ranks, port channels between hosts over tcp",
