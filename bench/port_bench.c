@@ -2,7 +2,8 @@
  * planccl-portbench: port channels over TCP between two processes, driven through the real proxy
  * by a host producer (playing the GPU): bandwidth of put + signal + flush per size and the
  * one-way latency of an 8-byte put + signal beside a plain socket's (the host's floor), every
- * byte checked. Host or GPU memory (--device). */
+ * byte checked. Host or GPU memory (--device). --gap-us: each round trip after a quiet spell,
+ * as the first collective after a compute phase meets a proxy that dozed through it. */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "bench_opts.h"
 #include "bench_spawn.h"
 #include "bootstrap.h"
@@ -31,6 +33,8 @@
 typedef struct {
   size_t min_bytes, max_bytes;
   int iters, lat_iters, device, probe, threads;
+  long gap_us; /* > 0: both ranks idle this long before each round trip, then "launch" */
+  int no_kick; /* with gap_us: the launch is not announced to the proxy (pcl_proxy_expect) */
 } opts_t;
 
 /* Shared with the forked ranks: the setup handle in, rank 0's figures out. */
@@ -43,6 +47,7 @@ typedef struct {
   int wrong[MAX_SIZES];
   double lat_us[MAX_ITERS];
   int lat_n, lat_wrong;
+  int dozing[2];              /* --gap-us: launches that found the rank's proxy in a long nap */
   double floor_us[MAX_ITERS]; /* the same round trips over a plain socket (tcp_floor) */
   int floor_n, floor_wrong;
   double floor_bw[2]; /* plain TCP at max_bytes: 1 socket, floor_socks sockets (port_floor.c) */
@@ -167,6 +172,22 @@ static int send_at(rank_t *r, size_t bytes, uint32_t off) {
   return pos == UINT64_MAX ? -1 : 0;
 }
 
+/* What a kernel launch costs before its first trigger lands (the VM's launch takes 3.5-4 us). */
+#define LAUNCH_US 4.0
+
+/* --gap-us: the rank computed for gap_us (no port-channel traffic), then launches its kernel:
+ * the launch is announced to the proxy as the executor does (unless --no-kick), and its first
+ * trigger comes LAUNCH_US later. */
+static void quiet_then_launch(rank_t *r, shared_t *sh) {
+  usleep((useconds_t)r->o->gap_us);
+  sh->dozing[r->rank] += pcl_proxy_dozing(r->px);
+  if (!r->o->no_kick)
+    pcl_proxy_expect(r->px);
+  const double go = now_us() + LAUNCH_US;
+  while (now_us() < go)
+    ;
+}
+
 /* 8-byte ping-pong. Round trip `it` moves value it from slot it of the source (8-byte slots,
  * modulo the buffer) to the same slot of the destination; the sources are written before the
  * timed loop, so in GPU memory the loop holds the transport's own copies and no copy of the
@@ -190,6 +211,8 @@ static int latency(rank_t *r, shared_t *sh) {
   const volatile uint64_t *dst = (const volatile uint64_t *)(void *)r->dst;
   for (int it = 0; it < n; it++) {
     const uint32_t off = (uint32_t)(((size_t)it % slots) * 8);
+    if (r->o->gap_us > 0)
+      quiet_then_launch(r, sh);
     double t0 = now_us();
     if (r->rank == 1) {
       if (wait_flag(r) != 0)
@@ -335,11 +358,13 @@ static size_t parse_size(const char *s) {
 static int usage(const char *why) {
   fprintf(stderr,
           "planccl-portbench: %s\n"
-          "usage: planccl-portbench [-b MIN] [-e MAX] [-n ITERS] [--lat-iters N] [--device] "
-          "[--threads] [--probe]\n"
+          "usage: planccl-portbench [-b MIN] [-e MAX] [-n ITERS] [--lat-iters N] [--gap-us G] "
+          "[--no-kick] [--device] [--threads] [--probe]\n"
           "  -b/-e  sizes (K/M/G suffixes; x4 steps; default 4K .. 64M, at most 1G)\n"
           "  -n     put + signal + flush messages per size (default 20)\n"
           "  --lat-iters  8-byte round trips for the latency (default 2000, at most 100000)\n"
+          "  --gap-us G   both ranks idle G us before each round trip, then launch (the launch\n"
+          "               announced to the proxy as planned calls do; --no-kick: not announced)\n"
           "  --device     buffers in GPU memory (device 0, both processes)\n"
           "  --threads    the two ranks as threads of one process (one CUDA context, as two\n"
           "               processes on two GPUs; two processes on one GPU time-slice)\n"
@@ -365,6 +390,10 @@ static int parse(int argc, char **argv, opts_t *o) {
       o->probe = 1;
       continue;
     }
+    if (!strcmp(a, "--no-kick")) {
+      o->no_kick = 1;
+      continue;
+    }
     if (v == NULL)
       return usage(!strcmp(a, "-h") || !strcmp(a, "--help") ? "help" : "missing value");
     i++;
@@ -376,6 +405,8 @@ static int parse(int argc, char **argv, opts_t *o) {
       o->iters = atoi(v);
     else if (!strcmp(a, "--lat-iters"))
       o->lat_iters = atoi(v);
+    else if (!strcmp(a, "--gap-us"))
+      o->gap_us = atol(v);
     else
       return usage("unknown option");
   }
@@ -383,6 +414,8 @@ static int parse(int argc, char **argv, opts_t *o) {
     return usage("sizes must satisfy 8 <= -b <= -e <= 1G");
   if (o->iters < 1 || o->lat_iters < 1 || o->lat_iters > MAX_ITERS)
     return usage("-n and --lat-iters must be positive (--lat-iters at most 100000)");
+  if (o->gap_us < 0 || o->gap_us > 10000000)
+    return usage("--gap-us must lie in [0, 10000000]");
   return 0;
 }
 
@@ -405,9 +438,16 @@ static int report(shared_t *sh) {
   }
   if (sh->lat_n > 0) {
     qsort(sh->lat_us, (size_t)sh->lat_n, sizeof(double), cmp_double);
-    printf("# 8-byte put + signal, one way (round trip / 2) over %d round trips: median %.2f us, "
-           "p99 %.2f us, #wrong %d\n",
-           sh->lat_n, sh->lat_us[sh->lat_n / 2], sh->lat_us[(int)floor(0.99 * (sh->lat_n - 1))],
+    char gap[128] = "";
+    if (sh->o.gap_us > 0)
+      snprintf(gap, sizeof(gap),
+               ", each after %ld us idle (proxies dozing at %d + %d launches) and a launch %s",
+               sh->o.gap_us, sh->dozing[0], sh->dozing[1],
+               sh->o.no_kick ? "not announced to them" : "announced to them");
+    printf("# 8-byte put + signal, one way (round trip / 2) over %d round trips%s: median %.2f us, "
+           "p99 %.2f us, max %.2f us, #wrong %d\n",
+           sh->lat_n, gap, sh->lat_us[sh->lat_n / 2],
+           sh->lat_us[(int)floor(0.99 * (sh->lat_n - 1))], sh->lat_us[sh->lat_n - 1],
            sh->lat_wrong);
   }
   bad |= sh->floor_wrong != 0 || sh->floor_n != sh->o.lat_iters;

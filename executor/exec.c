@@ -636,6 +636,10 @@ ncclResult_t pcl_exec_one_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan,
   const int captured = c->built_pending || busy ? stream_captured(stream) : 0;
   if (c->built_pending)
     PCL_CHECK(ready_wait(c, stream, captured));
+  /* Before the launch, so a proxy that dozed through a quiet spell is polling by the time the
+   * kernel's first trigger lands (a launch takes microseconds; the doze up to 50). */
+  if (p->shape.has_port)
+    pcl_portchan_expect(c->cfg.portchan);
   PCL_CHECK(pcl_kernels_launch(a->dtype, prog_variant(p), form, &k, plan->max_blocks,
                                plan->num_threads_per_block, stream));
   if (busy)

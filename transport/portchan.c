@@ -299,6 +299,11 @@ ncclResult_t pcl_portchan_error(const pcl_portchan_t *pc) {
   return pcl_proxy_error(pc->proxy);
 }
 
+void pcl_portchan_expect(pcl_portchan_t *pc) {
+  if (pc != NULL)
+    pcl_proxy_expect(pc->proxy);
+}
+
 ncclResult_t pcl_portchan_buf_reg(pcl_portchan_t *pc, void *ptr, size_t bytes,
                                   const pcl_memchan_buf_t *mapped, uint32_t *id) {
   ncclResult_t res = ncclSuccess, local = ncclSuccess;

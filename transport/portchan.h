@@ -76,6 +76,9 @@ ncclResult_t pcl_portchan_info(const pcl_portchan_t *pc, int peer, int channel,
 uint64_t pcl_portchan_remote_bytes(const pcl_portchan_t *pc, uint32_t id, int peer);
 /* The proxy's first error (ncclSuccess while healthy). */
 ncclResult_t pcl_portchan_error(const pcl_portchan_t *pc);
+/* A kernel that uses these channels is being launched: the proxy polls hot for its triggers
+ * (pcl_proxy_expect). */
+void pcl_portchan_expect(pcl_portchan_t *pc);
 
 /* Collective like create: every rank registers its own [ptr, ptr + bytes) of device memory (host
  * memory when the port channels have no GPU)

@@ -7,13 +7,16 @@
 #include "proxy.h"
 
 #include <errno.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -67,6 +70,13 @@ struct pcl_proxy {
   pcl_proxy_fail_fn on_fail;
   void *on_fail_arg;
   int fail_told; /* on_fail has been called (once per proxy); under fail_lock */
+  /* pcl_proxy_expect: a count of announced launches (the futex word of the thread's long naps)
+   * and whether the thread is in, or about to enter, such a nap. The announcer bumps the count,
+   * then reads dozing; the thread sets dozing, then re-reads the count (both sequentially
+   * consistent): one of them sees the other, so an announcement is never slept through. */
+  _Atomic uint32_t expect;
+  atomic_int dozing;
+  _Atomic uint64_t wakes; /* long naps an announcement cut short (statistics, tests) */
 };
 
 static int mem_used(const mem_entry_t *m) {
@@ -426,6 +436,8 @@ static void pin_near_gpu(pcl_proxy_t *p) {
     PCL_INFO(PCL_LOG_PORT, "proxy: pinned to the CPUs local to %s", p->bus_id);
 }
 
+static void doze(pcl_proxy_t *p, uint32_t seen, const struct timespec *len);
+
 static void *proxy_main(void *arg) {
   pcl_proxy_t *p = arg;
   pcl_log_set_thread_rank(p->cfg.rank, p->cfg.cuda_dev);
@@ -446,6 +458,9 @@ static void *proxy_main(void *arg) {
    * latency of the first trigger after a quiet spell; 1 us keeps those sleeps short. */
   (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   unsigned idle = 0;
+  uint32_t seen = atomic_load_explicit(&p->expect, memory_order_relaxed);
+  const int64_t doze_us = pcl_param_proxy_doze_us();
+  const struct timespec doze_len = {(time_t)(doze_us / 1000000), (long)(doze_us % 1000000) * 1000};
   while (!atomic_load_explicit(&p->stop, memory_order_relaxed)) {
     if (pcl_abort_requested(p->ctx.abort_flag))
       break;
@@ -462,16 +477,55 @@ static void *proxy_main(void *arg) {
      * (destroy's precondition), so once the connections report their work sent, it is done. */
     if (atomic_load_explicit(&p->drain, memory_order_acquire) && !p->sync_pending && all_flushed(p))
       atomic_store_explicit(&p->drained, 1, memory_order_release);
+    /* A launch announced since the last look: its triggers come within microseconds, so poll
+     * hot again. */
+    uint32_t e = atomic_load_explicit(&p->expect, memory_order_relaxed);
+    if (e != seen) {
+      seen = e;
+      idle = 0;
+    }
     /* Busy-poll while work is likely; back off when idle so a 2-core host is not starved: 2 us
-     * naps for the first ~0.2 s of quiet, then 50 us ones. */
-    if (++idle > 4096) {
-      struct timespec ts = {0, idle > 65536 ? 50000 : 2000};
+     * naps for the first ~0.2 s of quiet, then PLANCCL_PROXY_DOZE_US ones (50 us), which an
+     * announced launch ends. */
+    if (++idle > 65536) {
+      doze(p, seen, &doze_len);
+    } else if (idle > 4096) {
+      struct timespec ts = {0, 2000};
       nanosleep(&ts, NULL);
     } else if ((idle & 63) == 0) {
       sched_yield();
     }
   }
   return NULL;
+}
+
+/* A long nap on the futex word `expect`: up to PLANCCL_PROXY_DOZE_US, or until
+ * pcl_proxy_expect bumps the word past `seen` (at once if it already did). Triggers themselves
+ * cannot end it (the GPU writes the FIFO), hence the bound. */
+static void doze(pcl_proxy_t *p, uint32_t seen, const struct timespec *len) {
+  atomic_store(&p->dozing, 1);
+  if (atomic_load(&p->expect) == seen)
+    (void)syscall(SYS_futex, &p->expect, FUTEX_WAIT_PRIVATE, seen, len, NULL, 0);
+  if (atomic_load_explicit(&p->expect, memory_order_relaxed) != seen)
+    atomic_fetch_add_explicit(&p->wakes, 1, memory_order_relaxed);
+  atomic_store_explicit(&p->dozing, 0, memory_order_relaxed);
+}
+
+void pcl_proxy_expect(pcl_proxy_t *p) {
+  if (p == NULL)
+    return;
+  atomic_fetch_add(&p->expect, 1);
+  /* Only a dozing thread costs a system call: a launch right after others finds it polling. */
+  if (atomic_load(&p->dozing))
+    (void)syscall(SYS_futex, &p->expect, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+uint64_t pcl_proxy_wakes(const pcl_proxy_t *p) {
+  return atomic_load_explicit(&((pcl_proxy_t *)p)->wakes, memory_order_relaxed);
+}
+
+int pcl_proxy_dozing(const pcl_proxy_t *p) {
+  return atomic_load_explicit(&((pcl_proxy_t *)p)->dozing, memory_order_relaxed);
 }
 
 ncclResult_t pcl_proxy_start(pcl_proxy_t *p) {

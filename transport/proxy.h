@@ -83,6 +83,15 @@ ncclResult_t pcl_proxy_start(pcl_proxy_t *p);
 ncclResult_t pcl_proxy_error(const pcl_proxy_t *p);
 /* Triggers consumed so far (statistics/tests). */
 uint64_t pcl_proxy_consumed(const pcl_proxy_t *p);
+/* A kernel that pushes triggers into this proxy's FIFO has just been launched (any thread, no
+ * lock; a relaxed-atomic add, plus one system call when the thread dozes): the thread polls hot
+ * again, and leaves a long nap at once, so the launch's first trigger does not wait out a nap
+ * that a quiet spell began. Replayed CUDA graphs announce nothing: their first trigger after a
+ * quiet spell may wait up to 50 us. */
+void pcl_proxy_expect(pcl_proxy_t *p);
+/* Long naps cut short by pcl_proxy_expect, and whether the thread dozes now (tests, stats). */
+uint64_t pcl_proxy_wakes(const pcl_proxy_t *p);
+int pcl_proxy_dozing(const pcl_proxy_t *p);
 
 /* One step of the proxy loop from the caller's thread, for tests driving a proxy without a
  * thread (pcl_proxy_start not called): returns 1 if it made progress. */

@@ -4,11 +4,15 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "fifo.h"
 #include "pcl_abort.h"
+#include "param.h"
 #include "pcl_test.h"
 #include "proxy.h"
 
@@ -231,6 +235,78 @@ START_TEST(test_proxy_abort) {
 }
 END_TEST
 
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Polls cond(px) every millisecond for up to `limit` seconds. */
+static int wait_for(int (*cond)(const pcl_proxy_t *), const pcl_proxy_t *px, double limit) {
+  const double end = now_s() + limit;
+  while (!cond(px) && now_s() < end)
+    usleep(1000);
+  return cond(px);
+}
+
+static uint64_t wakes_wanted;
+static int woken(const pcl_proxy_t *px) {
+  return pcl_proxy_wakes(px) >= wakes_wanted;
+}
+
+/* An idle proxy dozes (long naps that triggers cannot end); an announced launch ends the nap at
+ * once, so the launch's first trigger is taken without waiting it out. The naps here are 5 s:
+ * without the announcement's wake the thread would still sleep at the check. Then a trigger
+ * posted after the announcement is consumed, and the thread dozes again once quiet. */
+START_TEST(test_proxy_expect) {
+  memset(&fk, 0, sizeof(fk));
+  setenv("PLANCCL_PROXY_DOZE_US", "5000000", 1);
+  pcl_param_reset();
+  pcl_transport_register(PCL_TRANSPORT_LOOPBACK, &fake_ops);
+  pcl_proxy_config_t cfg = {.rank = 0, .nranks = 2, .cuda_dev = -1, .fifo_mem = PCL_FIFO_MEM_HOST};
+  pcl_proxy_t *px = NULL;
+  ck_assert_int_eq(pcl_proxy_create(&cfg, &px), ncclSuccess);
+  ck_assert_int_eq(pcl_proxy_connect(px, 1, PCL_TRANSPORT_LOOPBACK), ncclSuccess);
+  pcl_mem_remote_t exp, rem;
+  ck_assert_int_eq(pcl_proxy_mem_reg(px, 1, (void *)0x1000, 1 << 20, 0, 0, &exp), ncclSuccess);
+  ck_assert_int_eq(pcl_proxy_mem_reg(px, 2, (void *)0x200000, 1 << 20, 0, 0, &exp), ncclSuccess);
+  memset(&rem, 0, sizeof(rem));
+  rem.size = 1 << 20;
+  rem.mem_id = 2;
+  ck_assert_int_eq(pcl_proxy_mem_set_remote(px, 2, 1, &rem), ncclSuccess);
+  pcl_proxy_channel_t ch = {.peer = 1, .kind = PCL_TRANSPORT_LOOPBACK, .sem_mem_id = 1};
+  ck_assert_int_eq(pcl_proxy_channel_set(px, 0, &ch), ncclSuccess);
+  ck_assert_int_eq(pcl_proxy_start(px), ncclSuccess);
+  pcl_proxy_expect(NULL);
+  for (int round = 0; round < 2; round++) {
+    const uint64_t before = pcl_proxy_wakes(px);
+    ck_assert(wait_for(pcl_proxy_dozing, px, 60.0)); /* ~0.2 s of 2 us naps first */
+    usleep(20000);                                   /* well inside the 5 s nap */
+    const double t0 = now_s();
+    wakes_wanted = before + 1;
+    pcl_proxy_expect(px);
+    ck_assert(wait_for(woken, px, 60.0));
+    ck_assert_uint_eq(pcl_proxy_wakes(px), before + 1);
+    ck_assert_msg(now_s() - t0 < 2.5, "the doze ended %.3f s after the announcement", now_s() - t0);
+    /* The launch's trigger: producer 0's put of sequence 0 (fake_put's convention). */
+    pcl_fifo_host_push(pcl_proxy_fifo(px), pcl_fifo_w0(1, (uint32_t)round),
+                       pcl_fifo_w1(PCL_FIFO_TYPE_DATA, 1, 2, (uint32_t)round * 2, 0), NULL);
+    const double end = now_s() + 60.0;
+    while (pcl_proxy_consumed(px) < (uint64_t)round + 1 && now_s() < end)
+      usleep(100);
+    ck_assert_uint_eq(pcl_proxy_consumed(px), (uint64_t)round + 1);
+    ck_assert_int_eq(pcl_proxy_error(px), ncclSuccess);
+  }
+  pcl_proxy_destroy(px);
+  pcl_transport_register(PCL_TRANSPORT_LOOPBACK, NULL);
+  ck_assert_uint_eq(fk.bad, 0);
+  ck_assert_uint_eq(fk.puts, 2);
+  unsetenv("PLANCCL_PROXY_DOZE_US");
+  pcl_param_reset();
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 START_TEST(test_transport_stubs) {
   const struct pcl_transport_ops *o = pcl_transport_get(PCL_TRANSPORT_NONE);
   void *conn = NULL;
@@ -256,6 +332,7 @@ int main(void) {
   tcase_add_test(tc, test_proxy_bad_trigger);
   tcase_add_test(tc, test_proxy_abort);
   tcase_add_test(tc, test_proxy_million);
+  tcase_add_test(tc, test_proxy_expect);
   suite_add_tcase(s, tc);
   return pcl_test_run_suite(s);
 }
