@@ -33,8 +33,8 @@ typedef struct {
   int has_reduce;
   int has_port;          /* some op uses a port channel */
   int remote_io;         /* some op addresses a peer's input/output buffer (zero-copy) */
-  int port_io;           /* some port-channel op names a local input/output buffer (the proxy
-                            reads it by memory id: needs registered buffers) */
+  int port_io;           /* the proxy moves a local input/output buffer (it reads it by memory
+                            id: needs registered buffers; pcl_plan_operand_by_proxy) */
   uint64_t scratch_half; /* largest scratch_half_bytes over the ranks */
 } pcl_exec_shape_t;
 

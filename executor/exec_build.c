@@ -286,7 +286,7 @@ ncclResult_t pcl_exec_shape(const pcl_plan_t *plan, int rank, uint64_t in_bytes,
           if (ref->kind == PCL_PLAN_REF_REMOTE && ref->type != PCL_PLAN_BUF_SCRATCH)
             out->remote_io = 1;
           else if (ref->kind != PCL_PLAN_REF_REMOTE && ref->type != PCL_PLAN_BUF_SCRATCH &&
-                   po->channel_type == PCL_PLAN_CHAN_PORT)
+                   pcl_plan_operand_by_proxy(po, dst, idx))
             out->port_io = 1;
         }
       }

@@ -215,6 +215,8 @@ typedef struct {
   uint32_t *sem_init; /* semaphores[].init_value */
   int n_blocks;
   pcl_plan_block_t *blocks; /* threadblocks, index == id */
+  uint64_t io_digest;       /* of this gpus[] entry as written, local "i" refs read as "o"
+                               (plan_digest.c; pcl_plan_nonroot_alike) */
 } pcl_plan_gpu_t;
 
 typedef struct pcl_plan {
@@ -280,9 +282,23 @@ const char *pcl_plan_buf_name(int buf_type);        /* "i", "o", "s" */
  * the simulator and the program builder both ask here. */
 int pcl_plan_operand_is_packet(const pcl_plan_op_t *op, int dst, int i);
 
+/* Does the proxy read or write operand i (as above), so that a user buffer there must be
+ * registered with the port transport? Every operand of a port op, except those of a port
+ * recspkt that the kernel alone touches: its sources and its plain result dst_buff[0] (the
+ * proxy sends the packet copy dst_buff[1], always scratch, to dst_buff[2..]). */
+int pcl_plan_operand_by_proxy(const pcl_plan_op_t *op, int dst, int i);
+
 /* Channel i of a gpu's list of one type is its k-th channel to that peer (k returned, from 0):
  * the transport channel it binds to. */
 int pcl_plan_chan_index(const pcl_plan_channel_t *ch, int i);
+
+/* May a and b (a rooted collective's in-place and out-of-place plans) run in one call, the root
+ * on one and the other ranks on either? NCCL lets a non-root's sendbuff be anything (NULL
+ * included), so only the root's view of in-place is the call's, and ranks may choose
+ * differently. Yes when every non-root program (gpus 1.., the root relabelled to 0) is the same
+ * up to local input vs output (the same memory for an in-place rank) and the shared layout
+ * (protocol, threads, scratch, alignment) agrees. 1 also for a == b. */
+int pcl_plan_nonroot_alike(const pcl_plan_t *a, const pcl_plan_t *b);
 
 /* ---- Layout: chunk -> bytes for one message size --------------------------------------- */
 /* Message size semantics (what min/max_message_size and the registry compare against):

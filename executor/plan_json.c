@@ -135,6 +135,7 @@ static ncclResult_t conv_gpus(pcl_plan_ctx_t *c, yajl_val root, pcl_plan_t *p) {
     v.gpu->id = g;
     PCL_TRY(pcl_plan_conv_gpu(&v, gpus->u.array.values[g]));
     pcl_plan_path_pop(c, p1);
+    v.gpu->io_digest = pcl_plan_gpu_digest(gpus->u.array.values[g]);
     for (int b = 0; b < v.gpu->n_blocks; b++)
       for (int i = 0; i < v.gpu->blocks[b].n_ops; i++) {
         const pcl_plan_op_t *op = &v.gpu->blocks[b].ops[i];
@@ -144,7 +145,8 @@ static ncclResult_t conv_gpus(pcl_plan_ctx_t *c, yajl_val root, pcl_plan_t *p) {
         for (int k = 0; k < op->n_src + op->n_dst; k++) {
           const pcl_plan_ref_t *ref = k < op->n_src ? &op->src[k] : &op->dst[k - op->n_src];
           if (ref->type != PCL_PLAN_BUF_SCRATCH &&
-              (ref->kind == PCL_PLAN_REF_REMOTE || op->channel_type == PCL_PLAN_CHAN_PORT))
+              (ref->kind == PCL_PLAN_REF_REMOTE ||
+               pcl_plan_operand_by_proxy(op, k >= op->n_src, k < op->n_src ? k : k - op->n_src)))
             p->needs_userbuf = 1;
         }
       }

@@ -29,6 +29,12 @@ int pcl_plan_operand_is_packet(const pcl_plan_op_t *op, int dst, int i) {
   return first != PCL_OPPKT_NONE && i >= first;
 }
 
+int pcl_plan_operand_by_proxy(const pcl_plan_op_t *op, int dst, int i) {
+  if (op->channel_type != PCL_PLAN_CHAN_PORT)
+    return 0;
+  return op->type != PCL_PLAN_OP_RECSPKT || (dst && i >= 1);
+}
+
 int pcl_plan_chan_index(const pcl_plan_channel_t *ch, int i) {
   int k = 0;
   for (int j = 0; j < i; j++)

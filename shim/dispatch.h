@@ -73,6 +73,8 @@ typedef enum {
   PCL_WHY_ROOT,          /* broadcast/reduce with a root other than 0 (plans are written for
                             root 0: the JSON format has no root) */
   PCL_WHY_PLAN_OP,       /* the plan names a reduce_op other than the call's */
+  PCL_WHY_PLACEMENT,     /* broadcast/reduce whose in-place and out-of-place plans differ for
+                            non-roots (or only one exists): ranks may see placement differently */
   PCL_WHY_COUNT
 } pcl_why_t;
 

@@ -32,6 +32,7 @@ const char *pcl_why_name(pcl_why_t why) {
       [PCL_WHY_BARE_REAL] = "real NCCL handle",
       [PCL_WHY_ROOT] = "root out of range, or not a multiple of the plan's ranks per node",
       [PCL_WHY_PLAN_OP] = "the plan names another reduce_op",
+      [PCL_WHY_PLACEMENT] = "in-place and out-of-place plans differ for non-roots",
   };
   return (unsigned)why < PCL_WHY_COUNT ? names[why] : "?";
 }
@@ -72,6 +73,20 @@ uint64_t pcl_dispatch_msg_bytes(pcl_coll_t coll, size_t count, ncclDataType_t dt
   return bytes;
 }
 
+/* Broadcast and reduce: only the root's in-place view is the call's (a non-root's sendbuff may
+ * be NULL or anything), so ranks may ask the registry with different placements. The plan one
+ * placement gets is safe only if the other placement gets the same plan or one whose non-root
+ * programs are alike; both lookups are made alike on every rank, so every rank refuses alike. */
+static int placement_safe(const struct pcl_dispatch_inputs *in, int pc, uint64_t bytes,
+                          const pcl_plan_t *plan) {
+  if (in->coll != PCL_COLL_BROADCAST && in->coll != PCL_COLL_REDUCE)
+    return 1;
+  const pcl_plan_t *other =
+      pcl_registry_select_for(in->registry, (pcl_plan_coll_t)pc, in->nranks, in->ranks_per_node,
+                              !in->inplace, bytes, in->registered);
+  return (plan == NULL && other == NULL) || pcl_plan_nonroot_alike(plan, other);
+}
+
 static void set(struct pcl_dispatch_decision *d, pcl_path_t path, pcl_why_t why) {
   d->path = path;
   d->why = why;
@@ -105,6 +120,8 @@ void pcl_dispatch_decide(const struct pcl_dispatch_inputs *in, struct pcl_dispat
     unsigned dt = (unsigned)in->dtype;
     if (!ok)
       set(d, PCL_PATH_NCCL, PCL_WHY_SIZE_OVERFLOW);
+    else if (!placement_safe(in, pc, d->msg_bytes, plan))
+      set(d, PCL_PATH_NCCL, PCL_WHY_PLACEMENT);
     else if (plan == NULL)
       set(d, PCL_PATH_NCCL, PCL_WHY_NO_PLAN);
     else if (pcl_plan_root_shift(plan, in->root) < 0) /* plans are for root 0: relabelled */

@@ -32,6 +32,10 @@ ncclResult_t pcl_json_array(pcl_plan_ctx_t *c, yajl_val o, const char *key, int 
 /* An array element (the current JSON path) that must be a non-negative integer: an index. */
 ncclResult_t pcl_json_elem_index(pcl_plan_ctx_t *c, yajl_val e, long long *out);
 
+/* ---- digests (plan_digest.c) ---- */
+/* Of one gpus[] entry (pcl_plan_gpu_t.io_digest). */
+uint64_t pcl_plan_gpu_digest(yajl_val gpu);
+
 /* ---- the text (plan_json_text.c) ---- */
 /* 1 when s[0 .. len) may be JSON text: it starts like a JSON value, has no control bytes but
  * whitespace outside strings and none inside, nests at most max_depth; else 0 with why (line and

@@ -140,6 +140,25 @@ static int rank_main(int rank, int nranks, void *arg) {
   PCL_MP_CHECK(rank == 1 ? shim_mp_holds(a, SMALL, 3.0f, 2.0f) : shim_mp_holds(a, SMALL, 1.0f, 1),
                20);
 
+  /* Placement seen differently: the root in place, the other rank passing NULL for the buffer
+   * NCCL ignores there (so out of place in its view). The two ranks pick the two plans of the
+   * shipped pair, whose non-root programs are alike (shim/dispatch_decide.c, placement_safe). */
+  PCL_MP_CHECK(shim_mp_fill(a, SMALL, (float)(10 * (rank + 1))) && shim_mp_fill(b, SMALL, POISON),
+               38);
+  PCL_MP_CHECK(ncclBroadcast(rank == 1 ? a : NULL, rank == 1 ? a : b, SMALL, ncclFloat, 1, comm,
+                             s) == ncclSuccess,
+               38);
+  PCL_MP_CHECK(cudaStreamSynchronize(s) == cudaSuccess &&
+                   shim_mp_holds(rank == 1 ? a : b, SMALL, 20.0f, 1),
+               39);
+  PCL_MP_CHECK(shim_mp_fill(a, SMALL, (float)(rank + 1)), 40);
+  PCL_MP_CHECK(ncclReduce(a, rank == 1 ? a : NULL, SMALL, ncclFloat, ncclSum, 1, comm, s) ==
+                   ncclSuccess,
+               40);
+  PCL_MP_CHECK(cudaStreamSynchronize(s) == cudaSuccess, 40);
+  PCL_MP_CHECK(rank == 1 ? shim_mp_holds(a, SMALL, 3.0f, 2.0f) : shim_mp_holds(a, SMALL, 1.0f, 1),
+               41);
+
   /* Calls of one communicator on two streams, back to back with nothing between them (NCCL
    * orders a communicator's calls whatever their streams): planccl's kernels share the
    * communicator's flags and scratch, so they must not overlap either. */

@@ -75,6 +75,15 @@ static pcl_registry_t *create(const char *const *dirs, int n) {
   return r;
 }
 
+/* The registry of the shipped plans' directory plans/<sub>. */
+static pcl_registry_t *create_shipped(const char *sub) {
+  const char *src = getenv("PCL_SOURCE_DIR");
+  char d[1024];
+  snprintf(d, sizeof(d), "%s/plans/%s", src != NULL ? src : PCL_TEST_SOURCE_DIR, sub);
+  const char *dirs[] = {d};
+  return create(dirs, 1);
+}
+
 static const char *sel_name(const pcl_registry_t *r, int inplace, uint64_t bytes) {
   const pcl_plan_t *p = pcl_registry_select(r, PCL_PLAN_COLL_ALLREDUCE, 2, 2, inplace, bytes);
   return p ? p->name : "(none)";
@@ -261,11 +270,7 @@ END_TEST
 /* The shipped 2-GPU allreduce plans: above the default set only the opt-in ones match, and the
  * zero-copy plan (registered buffers only) is a candidate for registered buffers alone. */
 START_TEST(test_registered_only_plans) {
-  const char *src = getenv("PCL_SOURCE_DIR");
-  char d[1024];
-  snprintf(d, sizeof(d), "%s/plans/extra/allreduce", src != NULL ? src : PCL_TEST_SOURCE_DIR);
-  const char *dirs[] = {d};
-  pcl_registry_t *r = create(dirs, 1);
+  pcl_registry_t *r = create_shipped("extra/allreduce");
   int zero_copy = 0;
   for (int i = 0; i < pcl_registry_count(r); i++) {
     const pcl_plan_t *p = pcl_registry_plan(r, i);
@@ -286,6 +291,37 @@ START_TEST(test_registered_only_plans) {
 }
 END_TEST
 
+/* A port recspkt reads its sources and writes its plain result in the kernel; the proxy moves
+ * only the packet copy in scratch. So the hierarchical reduce-scatter plans, whose port ops are
+ * recspkt over the user's input and output, run on unregistered buffers (before, every local
+ * buffer named by a port op counted, and such calls went to NCCL). */
+START_TEST(test_port_recspkt_unregistered) {
+  pcl_registry_t *r = create_shipped("extra/reducescatter");
+  int hier = 0;
+  for (int i = 0; i < pcl_registry_count(r); i++) {
+    const pcl_plan_t *p = pcl_registry_plan(r, i);
+    ck_assert_msg(!p->needs_userbuf, "%s needs registered buffers", p->name);
+    hier += strstr(p->name, "hier") != NULL;
+  }
+  ck_assert_int_ge(hier, 6); /* 2 x 2, 2 x 4, 4 x 2, in and out of place at least */
+  const struct {
+    int world, rpn, inplace;
+    const char *name;
+  } want[] = {{8, 4, 0, "reducescatter_2x4gpu_hier_ll_outofplace"},
+              {8, 4, 1, "reducescatter_2x4gpu_hier_ll_inplace"},
+              {8, 2, 0, "reducescatter_4x2gpu_hier_ll_outofplace"},
+              {8, 2, 1, "reducescatter_4x2gpu_hier_ll_inplace"}};
+  for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+    const pcl_plan_t *p = pcl_registry_select_for(r, PCL_PLAN_COLL_REDUCESCATTER, want[i].world,
+                                                  want[i].rpn, want[i].inplace, 512, 0);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_str_eq(p->name, want[i].name);
+  }
+  pcl_registry_destroy(r);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("registry");
   TCase *tc = tcase_create("core");
@@ -297,6 +333,7 @@ int main(void) {
   tcase_add_test(tc, test_channels_and_hash);
   tcase_add_test(tc, test_test_data_tree);
   tcase_add_test(tc, test_registered_only_plans);
+  tcase_add_test(tc, test_port_recspkt_unregistered);
   suite_add_tcase(s, tc);
   return pcl_test_run_suite(s);
 }

@@ -37,13 +37,27 @@ static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw
   return remove(p);
 }
 
-/* A temporary PLANCCL_PLAN_DIR with the shipped plans and two test plans (a 2-rank reduce-scatter,
- * a 4-rank in-place allreduce). */
-static void setup(void) {
+/* A temporary plan directory `dir` holding copies of the source tree's `files`, loaded. */
+static pcl_registry_t *registry_of(const char *const *files, size_t n, char *dir, size_t len) {
   const char *src = getenv("PCL_SOURCE_DIR");
   ck_assert_ptr_nonnull(src);
-  snprintf(tmpdir, sizeof(tmpdir), "/tmp/pcl_dispatch_XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+  snprintf(dir, len, "/tmp/pcl_dispatch_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  for (size_t i = 0; i < n; i++) {
+    char from[PATH_MAX], to[PATH_MAX + 64];
+    snprintf(from, sizeof(from), "%s/%s", src, files[i]);
+    snprintf(to, sizeof(to), "%s/%02zu_%s", dir, i, strrchr(files[i], '/') + 1);
+    copy_file(from, to);
+  }
+  const char *dirs[] = {dir};
+  pcl_registry_t *r = NULL;
+  ck_assert_int_eq(pcl_registry_create(dirs, 1, &r), ncclSuccess);
+  ck_assert_int_eq(pcl_registry_count(r), (int)n);
+  return r;
+}
+
+/* The shipped plans and two test plans (a 2-rank reduce-scatter, a 4-rank in-place allreduce). */
+static void setup(void) {
   static const char *const files[] = {"plans/allreduce/2gpu_ll1_inplace.json",
                                       "plans/allreduce/2gpu_ll1_outofplace.json",
                                       "plans/allreduce/2gpu_ll1_small_inplace.json",
@@ -55,18 +69,11 @@ static void setup(void) {
                                       "plans/extra/allgather/2gpu_ll_inplace.json",
                                       "plans/extra/allgather/2gpu_ll_outofplace.json",
                                       "plans/extra/broadcast/2gpu_ll_inplace.json",
+                                      "plans/extra/broadcast/2gpu_ll_outofplace.json",
                                       "plans/extra/allreduce/2gpu_zerocopy_outofplace.json",
                                       "test/data/plans/good/rs2_ll.json",
                                       "test/data/plans/good/ar4_ll.json"};
-  for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-    char from[PATH_MAX], to[PATH_MAX + 64];
-    snprintf(from, sizeof(from), "%s/%s", src, files[i]);
-    snprintf(to, sizeof(to), "%s/%02zu_%s", tmpdir, i, strrchr(files[i], '/') + 1);
-    copy_file(from, to);
-  }
-  const char *dirs[] = {tmpdir};
-  ck_assert_int_eq(pcl_registry_create(dirs, 1, &reg), ncclSuccess);
-  ck_assert_int_eq(pcl_registry_count(reg), 14);
+  reg = registry_of(files, sizeof(files) / sizeof(files[0]), tmpdir, sizeof(tmpdir));
 }
 
 static void teardown(void) {
@@ -155,8 +162,8 @@ static const struct dcase cases[] = {
     {"rs max on a sum plan", RS, 4, ncclFloat, ncclMax, 0, 2, 2, NCCL, PCL_WHY_PLAN_OP, NULL},
     {"rs in-place (no plan)", RS, 4, ncclFloat, ncclSum, 1, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
     {"rs above 1M", RS, 262148, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN, NULL},
-    {"broadcast out-of-place (no plan)", PCL_COLL_BROADCAST, 256, ncclFloat, ncclSum, 0, 2, 2, NCCL,
-     PCL_WHY_NO_PLAN, NULL},
+    {"broadcast out-of-place", PCL_COLL_BROADCAST, 256, ncclFloat, ncclSum, 0, 2, 2, PLAN,
+     PCL_WHY_PLAN, "broadcast_2gpu_ll_outofplace"},
     {"broadcast in-place", PCL_COLL_BROADCAST, 256, ncclFloat, ncclSum, 1, 2, 2, PLAN, PCL_WHY_PLAN,
      "broadcast_2gpu_ll_inplace"},
     {"reduce (no plan)", PCL_COLL_REDUCE, 256, ncclFloat, ncclSum, 0, 2, 2, NCCL, PCL_WHY_NO_PLAN,
@@ -293,10 +300,10 @@ START_TEST(test_decide_overrides) {
   in.root = -1;
   pcl_dispatch_decide(&in, &d);
   expect(&bc, &d, NCCL, PCL_WHY_ROOT, NULL);
-  in.root = 0;
-  in.inplace = 0; /* the registry holds only the in-place broadcast */
+  in.root = 1;
+  in.inplace = 0; /* a non-root passing another sendbuff: the twin, root 1 alike */
   pcl_dispatch_decide(&in, &d);
-  expect(&bc, &d, NCCL, PCL_WHY_NO_PLAN, NULL);
+  expect(&bc, &d, PLAN, PCL_WHY_PLAN, "broadcast_2gpu_ll_outofplace");
 
   /* 4 MiB: only the zero-copy plan's range, and it reads the peers' buffers: registered buffers
    * get it, unregistered ones go to NCCL. */
@@ -334,6 +341,82 @@ START_TEST(test_decide_overrides) {
   pcl_dispatch_decide(&in, &d);
   expect(&zero, &d, PCL_PATH_NOOP, PCL_WHY_COUNT0, NULL);
   teardown();
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+/* Broadcast and reduce: a non-root's view of in-place is not the call's, so the plan of either
+ * placement runs only if the other placement gets a plan whose non-root programs are alike.
+ * A lone plan, or a pair that differs (here LL against Simple), sends every rank to NCCL
+ * whichever placement it sees; the shipped pairs run. */
+START_TEST(test_rooted_placement) {
+  static const char *const mixed[] = {"plans/extra/broadcast/2gpu_ll_inplace.json",
+                                      "plans/extra/broadcast/2gpu_simple_outofplace.json",
+                                      "plans/extra/reduce/2gpu_ll_outofplace.json"};
+  static const char *const pairs[] = {"plans/extra/broadcast/2gpu_ll_inplace.json",
+                                      "plans/extra/broadcast/2gpu_ll_outofplace.json",
+                                      "plans/extra/broadcast/2gpu_simple_inplace.json",
+                                      "plans/extra/broadcast/2gpu_simple_outofplace.json",
+                                      "plans/extra/reduce/2gpu_ll_inplace.json",
+                                      "plans/extra/reduce/2gpu_ll_outofplace.json"};
+  char dir_mixed[PATH_MAX], dir_pairs[PATH_MAX];
+  pcl_registry_t *rm = registry_of(mixed, 3, dir_mixed, sizeof(dir_mixed));
+  pcl_registry_t *rp = registry_of(pairs, 6, dir_pairs, sizeof(dir_pairs));
+  struct pcl_kernel_caps caps = caps_all();
+  const struct {
+    struct dcase c;
+    pcl_registry_t *r;
+  } t[] = {
+      {{"bc 1K in-place, out-of-place is Simple", PCL_COLL_BROADCAST, 256, ncclFloat, ncclSum, 1, 2,
+        2, NCCL, PCL_WHY_PLACEMENT, NULL},
+       rm},
+      {{"bc 1K out-of-place, in-place is LL", PCL_COLL_BROADCAST, 256, ncclFloat, ncclSum, 0, 2, 2,
+        NCCL, PCL_WHY_PLACEMENT, NULL},
+       rm},
+      {{"bc 1M out-of-place, no in-place plan", PCL_COLL_BROADCAST, 1u << 18, ncclFloat, ncclSum, 0,
+        2, 2, NCCL, PCL_WHY_PLACEMENT, NULL},
+       rm},
+      {{"bc 1M in-place, no in-place plan", PCL_COLL_BROADCAST, 1u << 18, ncclFloat, ncclSum, 1, 2,
+        2, NCCL, PCL_WHY_PLACEMENT, NULL},
+       rm},
+      {{"reduce out-of-place alone", PCL_COLL_REDUCE, 256, ncclFloat, ncclSum, 0, 2, 2, NCCL,
+        PCL_WHY_PLACEMENT, NULL},
+       rm},
+      {{"bc 2 GiB: no plan either way", PCL_COLL_BROADCAST, 1u << 29, ncclFloat, ncclSum, 0, 2, 2,
+        NCCL, PCL_WHY_NO_PLAN, NULL},
+       rm},
+      {{"bc 1K in-place, pair", PCL_COLL_BROADCAST, 256, ncclFloat, ncclSum, 1, 2, 2, PLAN,
+        PCL_WHY_PLAN, "broadcast_2gpu_ll_inplace"},
+       rp},
+      {{"bc 1K out-of-place, pair", PCL_COLL_BROADCAST, 256, ncclFloat, ncclSum, 0, 2, 2, PLAN,
+        PCL_WHY_PLAN, "broadcast_2gpu_ll_outofplace"},
+       rp},
+      {{"bc 1M in-place, Simple pair", PCL_COLL_BROADCAST, 1u << 18, ncclFloat, ncclSum, 1, 2, 2,
+        PLAN, PCL_WHY_PLAN, "broadcast_2gpu_simple_inplace"},
+       rp},
+      {{"reduce out-of-place, pair", PCL_COLL_REDUCE, 256, ncclFloat, ncclSum, 0, 2, 2, PLAN,
+        PCL_WHY_PLAN, "reduce_2gpu_ll_outofplace"},
+       rp},
+  };
+  for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+    struct pcl_dispatch_inputs in = base_inputs(&t[i].c, &caps);
+    struct pcl_dispatch_decision d;
+    in.registry = t[i].r;
+    for (int root = 0; root < 2; root++) {
+      in.root = root;
+      pcl_dispatch_decide(&in, &d);
+      expect(&t[i].c, &d, t[i].c.path, t[i].c.why, t[i].c.plan);
+    }
+  }
+  /* The rule itself: each shipped pair alike, LL and Simple not, a plan alike with itself. */
+  const pcl_plan_t *ll_i = pcl_registry_plan(rp, 0), *ll_o = pcl_registry_plan(rp, 1);
+  const pcl_plan_t *si_o = pcl_registry_plan(rp, 3);
+  ck_assert(pcl_plan_nonroot_alike(ll_i, ll_o) && pcl_plan_nonroot_alike(ll_o, ll_o));
+  ck_assert(!pcl_plan_nonroot_alike(ll_i, si_o) && !pcl_plan_nonroot_alike(ll_i, NULL));
+  pcl_registry_destroy(rm);
+  pcl_registry_destroy(rp);
+  nftw(dir_mixed, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+  nftw(dir_pairs, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
   PCL_ASSERT_NO_LEAKS();
 }
 END_TEST
@@ -433,6 +516,7 @@ int main(void) {
   TCase *tc = tcase_create("decide");
   tcase_add_test(tc, test_decide_table);
   tcase_add_test(tc, test_decide_overrides);
+  tcase_add_test(tc, test_rooted_placement);
   tcase_add_test(tc, test_parse_fallback);
   tcase_add_test(tc, test_msg_bytes);
   tcase_add_test(tc, test_group_queue_order);
