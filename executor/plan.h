@@ -364,6 +364,10 @@ int pcl_plan_accepts_op(const pcl_plan_t *plan, int op);
  * [min, max], splits into chunks on every rank, every buffer < 4 GiB. 0 otherwise. */
 int pcl_plan_size_runnable(const pcl_plan_t *plan, uint64_t msg_bytes);
 
+/* 1 when the plan can run a message in one call, or else in segments (below) because only its
+ * scratch is too large to address: what the registry selects by. The same on every rank. */
+int pcl_plan_size_selectable(const pcl_plan_t *plan, uint64_t msg_bytes);
+
 /* Largest scratch_bytes over all ranks for a message size (0 if not runnable). */
 uint64_t pcl_plan_scratch_bytes(const pcl_plan_t *plan, uint64_t msg_bytes);
 
@@ -374,8 +378,9 @@ uint64_t pcl_plan_scratch_bytes(const pcl_plan_t *plan, uint64_t msg_bytes);
  * buffers, which bounds the scratch a staged plan needs. Returns the segment size for a scratch
  * of `avail` bytes: msg_bytes when its scratch fits (one segment); else the largest multiple of
  * PCL_PLAN_SEGMENT_ALIGN whose scratch fits, evened out so the last segment is as long as it
- * can be; 0 when msg_bytes is not runnable, the collective is not elementwise, or no segment
- * (the last included) both fits and is runnable. The same on every rank. */
+ * can be; 0 when msg_bytes is outside the plan's range, the collective is not elementwise, or
+ * no segment (the last included) both fits and is runnable. A message that is not runnable
+ * whole for its scratch alone (over 4 GiB) splits too. The same on every rank. */
 uint64_t pcl_plan_segment_bytes(const pcl_plan_t *plan, uint64_t msg_bytes, uint64_t avail);
 
 /* Upper bound of scratch_bytes (all ranks) for every runnable size <= msg_bytes (and within the

@@ -77,8 +77,9 @@ static void scratch_sizes(const pcl_plan_t *plan, uint64_t chunk, uint32_t nscra
   *total = h * (plan->use_double_scratch_buffer ? 2 : 1);
 }
 
-ncclResult_t pcl_plan_layout(const pcl_plan_t *plan, int rank, uint64_t in_bytes,
-                             uint64_t out_bytes, pcl_plan_layout_t *l) {
+/* pcl_plan_layout but for the scratch limit (the caller checks l->scratch_bytes). */
+static ncclResult_t chunk_layout(const pcl_plan_t *plan, int rank, uint64_t in_bytes,
+                                 uint64_t out_bytes, pcl_plan_layout_t *l) {
   if (plan == NULL || l == NULL || rank < 0 || rank >= plan->n_gpus)
     return ncclInvalidArgument;
   const pcl_plan_gpu_t *g = &plan->gpus[rank];
@@ -105,14 +106,21 @@ ncclResult_t pcl_plan_layout(const pcl_plan_t *plan, int rank, uint64_t in_bytes
   l->align = (uint32_t)align;
   for (int t = 0; t < PCL_PLAN_BUF_COUNT; t++) {
     l->buf_bytes[t] = chunk * g->chunks[t];
-    if (l->buf_bytes[t] > PCL_PLAN_MAX_BUF_BYTES)
+    /* Scratch: scratch_bytes below, at least as large, is what the callers limit. */
+    if (t != PCL_PLAN_BUF_SCRATCH && l->buf_bytes[t] > PCL_PLAN_MAX_BUF_BYTES)
       return ncclInvalidArgument;
   }
   scratch_sizes(plan, chunk, g->chunks[PCL_PLAN_BUF_SCRATCH], &l->scratch_half_bytes,
                 &l->scratch_bytes);
-  if (l->scratch_bytes > PCL_PLAN_MAX_BUF_BYTES)
-    return ncclInvalidArgument;
   return ncclSuccess;
+}
+
+ncclResult_t pcl_plan_layout(const pcl_plan_t *plan, int rank, uint64_t in_bytes,
+                             uint64_t out_bytes, pcl_plan_layout_t *l) {
+  ncclResult_t res = chunk_layout(plan, rank, in_bytes, out_bytes, l);
+  if (res == ncclSuccess && l->scratch_bytes > PCL_PLAN_MAX_BUF_BYTES)
+    return ncclInvalidArgument;
+  return res;
 }
 
 void pcl_plan_tbg_slice(uint64_t bytes, uint32_t align, uint32_t tb_id, uint32_t tbg_size,
@@ -137,8 +145,10 @@ uint64_t pcl_plan_pipeline_iters(const pcl_plan_layout_t *l, const pcl_plan_op_t
   return (total + op->unit_size - 1) / op->unit_size;
 }
 
-int pcl_plan_size_runnable(const pcl_plan_t *plan, uint64_t msg) {
-  uint64_t in, out;
+/* 1 when msg is in the plan's range and splits into chunks on every rank with every buffer
+ * addressable, *scratch then the largest scratch over the ranks (which may be too large). */
+static int sized(const pcl_plan_t *plan, uint64_t msg, uint64_t *scratch) {
+  uint64_t in, out, half;
   pcl_plan_layout_t l;
   if (plan == NULL || msg == 0)
     return 0;
@@ -148,24 +158,20 @@ int pcl_plan_size_runnable(const pcl_plan_t *plan, uint64_t msg) {
     return 0;
   /* The validator makes input/output chunk counts identical on every rank, so rank 0's layout
    * decides; only the scratch size differs between ranks. */
-  if (pcl_plan_layout(plan, 0, in, out, &l) != ncclSuccess)
+  if (chunk_layout(plan, 0, in, out, &l) != ncclSuccess)
     return 0;
-  uint64_t half, total;
-  scratch_sizes(plan, l.chunk_bytes, plan->max_scratch_chunks, &half, &total);
-  return total <= PCL_PLAN_MAX_BUF_BYTES;
+  scratch_sizes(plan, l.chunk_bytes, plan->max_scratch_chunks, &half, scratch);
+  return 1;
+}
+
+int pcl_plan_size_runnable(const pcl_plan_t *plan, uint64_t msg) {
+  uint64_t total;
+  return sized(plan, msg, &total) && total <= PCL_PLAN_MAX_BUF_BYTES;
 }
 
 uint64_t pcl_plan_scratch_bytes(const pcl_plan_t *plan, uint64_t msg) {
-  uint64_t in = 0, out = 0, half, total;
-  pcl_plan_layout_t l;
-  if (!pcl_plan_size_runnable(plan, msg))
-    return 0;
-  if (pcl_plan_buffer_bytes(plan, msg, &in, &out) != 0)
-    return 0;
-  if (pcl_plan_layout(plan, 0, in, out, &l) != ncclSuccess)
-    return 0;
-  scratch_sizes(plan, l.chunk_bytes, plan->max_scratch_chunks, &half, &total);
-  return total;
+  uint64_t total;
+  return sized(plan, msg, &total) && total <= PCL_PLAN_MAX_BUF_BYTES ? total : 0;
 }
 
 /* Fits: runnable and its scratch within avail. */
@@ -174,15 +180,23 @@ static int segment_fits(const pcl_plan_t *plan, uint64_t bytes, uint64_t avail) 
   return pcl_plan_size_runnable(plan, bytes) && need <= avail;
 }
 
-uint64_t pcl_plan_segment_bytes(const pcl_plan_t *plan, uint64_t msg, uint64_t avail) {
+static int elementwise(const pcl_plan_t *plan) {
+  return plan->collective == PCL_PLAN_COLL_ALLREDUCE ||
+         plan->collective == PCL_PLAN_COLL_BROADCAST || plan->collective == PCL_PLAN_COLL_REDUCE;
+}
+
+/* pcl_plan_segment_bytes: whole when the scratch fits, else segments. A message whose scratch
+ * is too large to address (over 4 GiB) cannot run whole but still splits. */
+static uint64_t segment_bytes(const pcl_plan_t *plan, uint64_t msg, uint64_t avail) {
   const uint64_t g = PCL_PLAN_SEGMENT_ALIGN;
-  if (plan == NULL || !pcl_plan_size_runnable(plan, msg))
+  uint64_t need;
+  if (avail > PCL_PLAN_MAX_BUF_BYTES)
+    avail = PCL_PLAN_MAX_BUF_BYTES;
+  if (!sized(plan, msg, &need))
     return 0;
-  uint64_t need = pcl_plan_scratch_bytes(plan, msg);
   if (need <= avail)
     return msg;
-  if (plan->collective != PCL_PLAN_COLL_ALLREDUCE && plan->collective != PCL_PLAN_COLL_BROADCAST &&
-      plan->collective != PCL_PLAN_COLL_REDUCE)
+  if (!elementwise(plan))
     return 0;
   /* Scratch grows about linearly with the message: start from the proportional share and step
    * down to a size that fits (a few steps: layouts round chunks to the plan's alignment). */
@@ -199,6 +213,14 @@ uint64_t pcl_plan_segment_bytes(const pcl_plan_t *plan, uint64_t msg, uint64_t a
     s = even;
   const uint64_t last = msg - (n - 1) * s;
   return segment_fits(plan, last, avail) ? s : 0;
+}
+
+int pcl_plan_size_selectable(const pcl_plan_t *plan, uint64_t msg) {
+  return pcl_plan_size_runnable(plan, msg) || segment_bytes(plan, msg, PCL_PLAN_MAX_BUF_BYTES) != 0;
+}
+
+uint64_t pcl_plan_segment_bytes(const pcl_plan_t *plan, uint64_t msg, uint64_t avail) {
+  return segment_bytes(plan, msg, avail);
 }
 
 uint64_t pcl_plan_scratch_bytes_bound(const pcl_plan_t *plan, uint64_t msg) {

@@ -226,8 +226,8 @@ const pcl_plan_t *pcl_registry_select_for(const pcl_registry_t *r, pcl_plan_coll
       continue;
     if (!place_ok(p, inplace))
       continue;
-    if (!pcl_plan_size_runnable(p, bytes))
-      continue; /* includes the [min, max] range */
+    if (!pcl_plan_size_selectable(p, bytes))
+      continue; /* includes the [min, max] range; whole or in segments */
     if (best == NULL || p->priority > best->priority) {
       best = p;
       continue;

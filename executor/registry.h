@@ -25,11 +25,11 @@ void pcl_registry_destroy(pcl_registry_t *reg);
  * total output bytes; reducescatter: total input bytes; others: count x element size).
  * Candidates: valid plans with the same collective, len(gpus) == world_size,
  * nranks_per_node equal, [min_message_size, max_message_size] holding bytes (inclusive),
- * pcl_plan_size_runnable(bytes), and the in-place rule: an in-place request needs an in-place
- * plan; an out-of-place request takes an out-of-place plan, or an in-place plan that declares
- * "outofplace_ok": true. Among candidates: highest priority, then narrowest range
- * (max - min), then the earliest (directory order, then file order). Pure function of its
- * arguments: every rank picks the same plan. */
+ * pcl_plan_size_selectable(bytes) (whole or in segments), and the in-place rule: an in-place
+ * request needs an in-place plan; an out-of-place request takes an out-of-place plan, or an
+ * in-place plan that declares "outofplace_ok": true. Among candidates: highest priority, then
+ * narrowest range (max - min), then the earliest (directory order, then file order). Pure function
+ * of its arguments: every rank picks the same plan. */
 const pcl_plan_t *pcl_registry_select(const pcl_registry_t *reg, pcl_plan_coll_t collective,
                                       int world_size, int nranks_per_node, int inplace,
                                       uint64_t bytes);

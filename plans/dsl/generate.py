@@ -48,12 +48,11 @@ BCAST_LL = dict(blocks=8, threads=512, lo=16, hi=256 * KIB)
 # Broadcast and reduce are elementwise too: their Simple plans run larger calls in segments.
 BCAST_SIMPLE = dict(blocks=8, threads=1024, lo=16, hi=1024 * MIB, priority=-1)
 # Reduce: the broadcast's shapes (the same traffic, reversed). The Simple root's scratch holds
-# n - 1 inputs; a plan's layout keeps every buffer under 4 GiB, so at 8 ranks its range ends at
-# 512 MiB. Larger calls run in segments of the communicator's scratch (sized from the plans, up
-# to its 64 MiB cap: shim/comm_res.c).
+# n - 1 inputs, more than 4 GiB at 8 ranks above 585 MiB: such calls cannot run whole, but they
+# run in segments of the communicator's scratch like any larger call (sized from the plans, up
+# to its 64 MiB cap: shim/comm_res.c; executor/plan_layout.c, pcl_plan_size_selectable).
 REDUCE_LL = dict(BCAST_LL)
 REDUCE_SIMPLE = dict(BCAST_SIMPLE)
-REDUCE_SIMPLE_HI = {2: 1024 * MIB, 4: 1024 * MIB, 8: 512 * MIB}
 RS_LL_2GPU = dict(blocks=8, threads=512, lo=32, hi=256 * KIB)
 # Several nodes (port channels between them): N nodes x G GPUs.
 HIER_AR = [(2, 2), (2, 4), (2, 8), (4, 2)]
@@ -142,7 +141,7 @@ def new_plans():
                         "reduce_%dgpu_ll_%s" % (n, k), n, ip, **REDUCE_LL)
             yield _plan("extra/reduce/%dgpu_simple_%s.json" % (n, k), reduce.build,
                         "reduce_%dgpu_simple_%s" % (n, k), n, ip, protocol="Simple",
-                        **dict(REDUCE_SIMPLE, hi=REDUCE_SIMPLE_HI[n]))
+                        **REDUCE_SIMPLE)
         for nodes, g in HIER_AR:
             yield _plan("extra/allreduce/%dx%dgpu_hier_ll_%s.json" % (nodes, g, k),
                         allreduce_hier_ll.build, "allreduce_%dx%dgpu_hier_ll_%s" % (nodes, g, k),

@@ -18,9 +18,9 @@ endif()
 # which computes nothing (so a right result ran on planccl's kernels, an untouched one was
 # forwarded). shim_faults: a peer that never calls, ncclCommGetAsyncError, refusal, ncclCommAbort
 # within 1 s, a new communicator after it. shim_windows: symmetric windows (zero-copy plans) and
-# broadcast/reduce from root 1.
+# broadcast/reduce from root 1. shim_segments: eight ranks' reduce that runs only in segments.
 if(TARGET planccl AND TARGET fakenccl AND NOT PCL_SANITIZE)
-  foreach(t shim_faults shim_windows shim_autoreg shim_programs shim_multinode)
+  foreach(t shim_faults shim_windows shim_autoreg shim_programs shim_multinode shim_segments)
     add_executable(${t} ${CMAKE_CURRENT_LIST_DIR}/${t}.c)
     pcl_target_defaults(${t})
     target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/test/mp)

@@ -197,6 +197,30 @@ START_TEST(test_segments) {
 }
 END_TEST
 
+/* The shipped 8-rank Simple reduce: the root's scratch holds 7 inputs, over 4 GiB above 585 MiB.
+ * Such messages cannot run whole, but they are selected and split into segments of whatever
+ * scratch the communicator has; before, the plan's range had to stop at 512 MiB. */
+START_TEST(test_segments_beyond_whole) {
+  pcl_plan_t *p = load_ok("../../../plans/extra/reduce/8gpu_simple_outofplace.json");
+  const uint64_t M = 1u << 20;
+  ck_assert_uint_eq(p->max_message_size, 1024 * M);
+  ck_assert(pcl_plan_size_runnable(p, 585 * M) && pcl_plan_size_selectable(p, 585 * M));
+  ck_assert(!pcl_plan_size_runnable(p, 586 * M) && pcl_plan_size_selectable(p, 586 * M));
+  ck_assert_uint_eq(pcl_plan_scratch_bytes(p, 586 * M), 0); /* not runnable whole */
+  ck_assert(pcl_plan_size_selectable(p, 1024 * M) && !pcl_plan_size_selectable(p, 1025 * M));
+  /* 64 MiB of scratch: 9 MiB segments (7 x 9 = 63 MiB); in 4 GiB, two near-halves. */
+  ck_assert_uint_eq(pcl_plan_segment_bytes(p, 1024 * M, 64 * M), 9 * M);
+  ck_assert_uint_eq(pcl_plan_segment_bytes(p, 600 * M, 64 * M), 9 * M);
+  ck_assert_uint_eq(pcl_plan_segment_bytes(p, 600 * M, 0xffffffffull), 300 * M);
+  ck_assert_uint_eq(pcl_plan_segment_bytes(p, 600 * M + 8, 64 * M), 0); /* not a 16 multiple */
+  /* Only elementwise collectives split: beyond its whole range, a gathering plan is not chosen. */
+  p->collective = PCL_PLAN_COLL_ALLGATHER;
+  ck_assert(!pcl_plan_size_selectable(p, 600 * M));
+  pcl_plan_destroy(p);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("plan_layout");
   TCase *tc = tcase_create("core");
@@ -208,6 +232,7 @@ int main(void) {
   tcase_add_test(tc, test_pipeline_iters);
   tcase_add_test(tc, test_scratch_bound);
   tcase_add_test(tc, test_segments);
+  tcase_add_test(tc, test_segments_beyond_whole);
   suite_add_tcase(s, tc);
   return pcl_test_run_suite(s);
 }
