@@ -569,16 +569,20 @@ static void drain(pcl_proxy_t *p) {
 }
 
 void pcl_proxy_abort(pcl_proxy_t *p) {
-  if (p != NULL)
-    pcl_abort_set(p->ctx.abort_flag);
+  if (p == NULL)
+    return;
+  pcl_abort_set(p->ctx.abort_flag);
+  pcl_proxy_expect(p); /* a dozing thread sees the abort now, not at the end of its nap */
 }
 
 void pcl_proxy_destroy(pcl_proxy_t *p) {
   if (p == NULL)
     return;
   if (p->running) {
+    pcl_proxy_expect(p); /* the drain and the stop below are not left to the end of a nap */
     drain(p);
     atomic_store(&p->stop, 1);
+    pcl_proxy_expect(p);
     pthread_join(p->thread, NULL);
     p->running = 0;
   }

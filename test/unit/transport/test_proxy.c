@@ -297,7 +297,11 @@ START_TEST(test_proxy_expect) {
     ck_assert_uint_eq(pcl_proxy_consumed(px), (uint64_t)round + 1);
     ck_assert_int_eq(pcl_proxy_error(px), ncclSuccess);
   }
+  /* Destroyed while dozing: the drain and the stop wake it, rather than wait out the nap. */
+  ck_assert(wait_for(pcl_proxy_dozing, px, 60.0));
+  const double t0 = now_s();
   pcl_proxy_destroy(px);
+  ck_assert_msg(now_s() - t0 < 2.5, "destroy took %.3f s", now_s() - t0);
   pcl_transport_register(PCL_TRANSPORT_LOOPBACK, NULL);
   ck_assert_uint_eq(fk.bad, 0);
   ck_assert_uint_eq(fk.puts, 2);
