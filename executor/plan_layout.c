@@ -174,10 +174,10 @@ uint64_t pcl_plan_scratch_bytes(const pcl_plan_t *plan, uint64_t msg) {
   return sized(plan, msg, &total) && total <= PCL_PLAN_MAX_BUF_BYTES ? total : 0;
 }
 
-/* Fits: runnable and its scratch within avail. */
+/* Fits: runnable and its scratch within avail (<= 4 GiB). */
 static int segment_fits(const pcl_plan_t *plan, uint64_t bytes, uint64_t avail) {
-  uint64_t need = pcl_plan_scratch_bytes(plan, bytes);
-  return pcl_plan_size_runnable(plan, bytes) && need <= avail;
+  uint64_t need;
+  return sized(plan, bytes, &need) && need <= avail;
 }
 
 static int elementwise(const pcl_plan_t *plan) {
@@ -185,9 +185,9 @@ static int elementwise(const pcl_plan_t *plan) {
          plan->collective == PCL_PLAN_COLL_BROADCAST || plan->collective == PCL_PLAN_COLL_REDUCE;
 }
 
-/* pcl_plan_segment_bytes: whole when the scratch fits, else segments. A message whose scratch
- * is too large to address (over 4 GiB) cannot run whole but still splits. */
-static uint64_t segment_bytes(const pcl_plan_t *plan, uint64_t msg, uint64_t avail) {
+/* Whole when the scratch fits, else segments. A message whose scratch is too large to address
+ * (over 4 GiB) cannot run whole but still splits. */
+uint64_t pcl_plan_segment_bytes(const pcl_plan_t *plan, uint64_t msg, uint64_t avail) {
   const uint64_t g = PCL_PLAN_SEGMENT_ALIGN;
   uint64_t need;
   if (avail > PCL_PLAN_MAX_BUF_BYTES)
@@ -215,12 +215,9 @@ static uint64_t segment_bytes(const pcl_plan_t *plan, uint64_t msg, uint64_t ava
   return segment_fits(plan, last, avail) ? s : 0;
 }
 
+/* Runnable whole is the case where the segment is the message (its scratch under 4 GiB). */
 int pcl_plan_size_selectable(const pcl_plan_t *plan, uint64_t msg) {
-  return pcl_plan_size_runnable(plan, msg) || segment_bytes(plan, msg, PCL_PLAN_MAX_BUF_BYTES) != 0;
-}
-
-uint64_t pcl_plan_segment_bytes(const pcl_plan_t *plan, uint64_t msg, uint64_t avail) {
-  return segment_bytes(plan, msg, avail);
+  return pcl_plan_segment_bytes(plan, msg, PCL_PLAN_MAX_BUF_BYTES) != 0;
 }
 
 uint64_t pcl_plan_scratch_bytes_bound(const pcl_plan_t *plan, uint64_t msg) {
