@@ -157,6 +157,14 @@ ncclResult_t pcl_exec_userbuf_view(pcl_exec_ctx_t *ctx, pcl_exec_window_t *win_i
                                    uint64_t in_bytes, uint64_t in_step, pcl_exec_window_t *win_out,
                                    const void *out, uint64_t out_bytes, uint64_t out_step,
                                    pcl_exec_userbuf_t **ub);
+/* A view at given offsets, local and cheap: rank r's input is [r's window base + in_off[r],
+ * + in_bytes) (likewise output), in_off and out_off [nranks] each (copied). What automatic
+ * registration builds, where each rank's buffer lies wherever its allocator put it; the windows
+ * may be one. ncclInvalidArgument (WARNed) when some rank's copy runs past its window. */
+ncclResult_t pcl_exec_userbuf_view_at(pcl_exec_ctx_t *ctx, pcl_exec_window_t *win_in,
+                                      const uint64_t *in_off, uint64_t in_bytes,
+                                      pcl_exec_window_t *win_out, const uint64_t *out_off,
+                                      uint64_t out_bytes, pcl_exec_userbuf_t **ub);
 
 typedef struct {
   const void *in;

@@ -48,6 +48,7 @@ void pcl_exec_userbuf_destroy(pcl_exec_userbuf_t *u) {
   if (u->win[0] != NULL) { /* a view: the windows own the buffers */
     u->win[0]->views--;
     u->win[1]->views--;
+    pcl_free(u->off[0]);
     pcl_free(u);
     return;
   }
@@ -73,7 +74,7 @@ uint64_t pcl_exec_userbuf_peer(const pcl_exec_userbuf_t *ub, int peer, int type)
   uint64_t base = pcl_memchan_buf_remote(ub->buf[k], peer, &bytes);
   if (base == 0 || ub->win[0] == NULL)
     return base;
-  return base + ub->off[k] + (uint64_t)peer * ub->step[k];
+  return base + ub->off[k][peer];
 }
 
 uint32_t pcl_exec_userbuf_port_id(const pcl_exec_userbuf_t *ub, int type) {
@@ -127,20 +128,58 @@ int pcl_exec_window_holds(const pcl_exec_window_t *w, const void *ptr, uint64_t 
   return w != NULL && p >= w->base && bytes <= w->bytes && p - w->base <= w->bytes - bytes;
 }
 
-/* Checks that every peer's copy of [off + peer * step, + bytes) lies in its window. */
-static int view_fits(const pcl_exec_window_t *w, uint64_t off, uint64_t step, uint64_t bytes,
-                     int nranks, int me) {
+/* Checks that every rank's [off[r], + bytes) lies in its window (a peer's as mapped here). */
+static int view_fits(const pcl_exec_window_t *w, const uint64_t *off, uint64_t bytes, int nranks,
+                     int me) {
   for (int p = 0; p < nranks; p++) {
-    uint64_t have = 0;
-    if (p == me)
-      continue;
-    if (pcl_memchan_buf_remote(w->buf, p, &have) == 0)
+    uint64_t have = w->bytes;
+    if (p != me && pcl_memchan_buf_remote(w->buf, p, &have) == 0)
       continue; /* not mapped here (another host): bind refuses a plan that needs it */
-    uint64_t at = off + (uint64_t)p * step;
-    if (at > have || bytes > have - at)
+    if (off[p] > have || bytes > have - off[p])
       return 0;
   }
   return 1;
+}
+
+ncclResult_t pcl_exec_userbuf_view_at(pcl_exec_ctx_t *c, pcl_exec_window_t *win_in,
+                                      const uint64_t *in_off, uint64_t in_bytes,
+                                      pcl_exec_window_t *win_out, const uint64_t *out_off,
+                                      uint64_t out_bytes, pcl_exec_userbuf_t **ub) {
+  const pcl_exec_config_t *cfg = pcl_exec_ctx_cfg(c);
+  pcl_exec_window_t *w[2] = {win_in, win_out};
+  const uint64_t *off[2] = {in_off, out_off};
+  const uint64_t bytes[2] = {in_bytes, out_bytes};
+  const size_t n = (size_t)cfg->nranks;
+  pcl_exec_userbuf_t *u = NULL;
+  *ub = NULL;
+  for (int k = 0; k < 2; k++) {
+    if (w[k] == NULL || w[k]->ctx != c ||
+        !view_fits(w[k], off[k], bytes[k], cfg->nranks, cfg->rank)) {
+      PCL_WARN(PCL_LOG_EXEC,
+               "rank %d: the %s's copies (+%llu, at window offset %llu here) do not all lie "
+               "inside their ranks' windows: the ranks do not pass their buffers at matching "
+               "offsets of windows of one size",
+               cfg->rank, k ? "output" : "input", (unsigned long long)bytes[k],
+               (unsigned long long)off[k][cfg->rank]);
+      return ncclInvalidArgument;
+    }
+  }
+  if (PCL_CALLOC(u, 1, "exec window view") == NULL ||
+      PCL_CALLOC(u->off[0], 2 * n, "exec window view offsets") == NULL) {
+    pcl_free(u);
+    return ncclSystemError;
+  }
+  u->ctx = c;
+  u->off[1] = u->off[0] + n;
+  for (int k = 0; k < 2; k++) {
+    memcpy(u->off[k], off[k], n * sizeof(uint64_t));
+    u->buf[k] = w[k]->buf;
+    u->port_id[k] = PCL_KABI_NO_MEM;
+    u->win[k] = w[k];
+    w[k]->views++;
+  }
+  *ub = u;
+  return ncclSuccess;
 }
 
 ncclResult_t pcl_exec_userbuf_view(pcl_exec_ctx_t *c, pcl_exec_window_t *win_in, const void *in,
@@ -151,12 +190,11 @@ ncclResult_t pcl_exec_userbuf_view(pcl_exec_ctx_t *c, pcl_exec_window_t *win_in,
   pcl_exec_window_t *w[2] = {win_in, win_out};
   const void *ptr[2] = {in, out};
   const uint64_t bytes[2] = {in_bytes, out_bytes}, step[2] = {in_step, out_step};
-  pcl_exec_userbuf_t *u = NULL;
+  uint64_t *off = NULL;
+  ncclResult_t res;
   *ub = NULL;
-  PCL_CALLOC(u, 1, "exec window view");
-  if (u == NULL)
+  if (PCL_CALLOC(off, 2 * (size_t)cfg->nranks, "exec window view offsets") == NULL)
     return ncclSystemError;
-  u->ctx = c;
   for (int k = 0; k < 2; k++) {
     const uint64_t mine = (uint64_t)cfg->rank * step[k];
     if (w[k] == NULL || w[k]->ctx != c || !pcl_exec_window_holds(w[k], ptr[k], bytes[k]) ||
@@ -164,27 +202,15 @@ ncclResult_t pcl_exec_userbuf_view(pcl_exec_ctx_t *c, pcl_exec_window_t *win_in,
       PCL_WARN(PCL_LOG_EXEC, "rank %d: %s %p +%llu (rank step %llu) is not inside its window",
                cfg->rank, k ? "output" : "input", ptr[k], (unsigned long long)bytes[k],
                (unsigned long long)step[k]);
-      pcl_free(u);
+      pcl_free(off);
       return ncclInvalidArgument;
     }
-    u->off[k] = (uintptr_t)ptr[k] - w[k]->base - mine;
-    u->step[k] = step[k];
-    if (!view_fits(w[k], u->off[k], step[k], bytes[k], cfg->nranks, cfg->rank)) {
-      PCL_WARN(PCL_LOG_EXEC,
-               "rank %d: %s at window offset %llu +%llu runs past a peer's window: the ranks "
-               "do not pass their buffers at the same offsets of windows of one size",
-               cfg->rank, k ? "output" : "input", (unsigned long long)u->off[k],
-               (unsigned long long)bytes[k]);
-      pcl_free(u);
-      return ncclInvalidArgument;
-    }
-    u->buf[k] = w[k]->buf;
-    u->port_id[k] = PCL_KABI_NO_MEM;
+    /* The symmetric contract: every rank's buffer at the same offset, moved by its rank. */
+    for (int r = 0; r < cfg->nranks; r++)
+      off[k * cfg->nranks + r] = (uintptr_t)ptr[k] - w[k]->base - mine + (uint64_t)r * step[k];
   }
-  u->win[0] = win_in;
-  u->win[1] = win_out;
-  win_in->views++;
-  win_out->views++;
-  *ub = u;
-  return ncclSuccess;
+  res =
+      pcl_exec_userbuf_view_at(c, win_in, off, in_bytes, win_out, off + cfg->nranks, out_bytes, ub);
+  pcl_free(off);
+  return res;
 }

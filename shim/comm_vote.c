@@ -13,55 +13,44 @@
 /* One slot: the round it holds, written last with release, read first with acquire. */
 struct slot {
   uint64_t seq;
-  uint32_t kind, gen;
-  uint8_t pad[48];
+  pcl_vote_t v;
+  uint8_t pad[128 - sizeof(uint64_t) - sizeof(pcl_vote_t)];
 };
 
-static void add_drop(pcl_vote_outcome_t *o, uint32_t g) {
-  int i = o->ndrop;
-  if (g == PCL_VOTE_NONE)
-    return;
-  for (int k = 0; k < o->ndrop; k++)
-    if (o->drop[k] == g)
-      return;
-  while (i > 0 && o->drop[i - 1] > g) {
-    o->drop[i] = o->drop[i - 1];
-    i--;
-  }
-  o->drop[i] = g;
-  o->ndrop++;
+static void unregistered(pcl_vote_outcome_t *o, uint64_t drop) {
+  o->action = PCL_VOTE_UNREGISTERED;
+  o->slot[0] = o->slot[1] = PCL_VOTE_EXCHANGE;
+  o->drop = drop;
 }
 
 void pcl_vote_decide(const pcl_vote_t *v, int n, pcl_vote_outcome_t *o) {
-  int no = 0, explicit = 0, hit = 0, same_gen = 1;
-  o->action = PCL_VOTE_UNREGISTERED;
-  o->gen = PCL_VOTE_NONE;
-  o->ndrop = 0;
+  int no = 0, explicit = 0, same_span = 1;
+  uint64_t drop = 0, common[2] = {~0ull, ~0ull};
   for (int r = 0; r < n; r++) {
-    no += v[r].kind == PCL_VOTE_NO || v[r].kind > PCL_VOTE_MISS;
+    no += v[r].kind != PCL_VOTE_EXPLICIT && v[r].kind != PCL_VOTE_AUTO;
     explicit += v[r].kind == PCL_VOTE_EXPLICIT;
-    hit += v[r].kind == PCL_VOTE_HIT;
-    same_gen &= v[r].kind == PCL_VOTE_HIT && v[r].gen == v[0].gen;
-    if (v[r].kind == PCL_VOTE_MISS)
-      add_drop(o, v[r].gen); /* stale everywhere it is named: its owner's buffer changed */
+    if (v[r].kind != PCL_VOTE_AUTO)
+      continue;
+    drop |= v[r].stale; /* stale everywhere: its owner's memory changed */
+    same_span &= v[r].out_in_span != 0;
+    for (int k = 0; k < 2; k++)
+      common[k] &= v[r].side[k].held;
   }
+  unregistered(o, drop);
   if (no > 0 || (explicit > 0 && explicit < n))
-    return; /* unregistered; a mix of explicit and automatic breaks NCCL's registration contract */
+    return; /* a mix of explicit and automatic breaks NCCL's registration contract */
   if (explicit == n) {
     o->action = PCL_VOTE_USE_EXPLICIT;
     return;
   }
-  if (same_gen) {
-    o->action = PCL_VOTE_USE_GEN;
-    o->gen = v[0].gen;
-    return;
+  o->action = PCL_VOTE_USE_AUTO;
+  for (int k = 0; k < 2; k++) {
+    const uint64_t c = common[k] & ~drop;
+    o->slot[k] = c != 0 ? __builtin_ctzll(c) : PCL_VOTE_EXCHANGE;
   }
-  /* Some rank misses, or the hits disagree: the call's buffers get a new generation on every
-   * rank, which replaces whatever generation each hitting rank holds them under. */
-  o->action = PCL_VOTE_EXCHANGE;
-  for (int r = 0; r < n && hit > 0; r++)
-    if (v[r].kind == PCL_VOTE_HIT)
-      add_drop(o, v[r].gen);
+  /* Both sides new and every rank's output inside its input's span (in place): one exchange. */
+  if (o->slot[0] == PCL_VOTE_EXCHANGE && o->slot[1] == PCL_VOTE_EXCHANGE && same_span)
+    o->slot[1] = PCL_VOTE_AS_INPUT;
 }
 
 /* The board: a header line (the round some rank gave up on, 0 while healthy), then per rank a
@@ -174,18 +163,15 @@ static ncclResult_t wait_for(pcl_vote_ledger_t *L, enum wait_kind k, uint64_t se
   return ncclSuccess;
 }
 
-/* Reads round read + 1 (every vote must be there) and applies it. */
+/* Reads round read + 1 (every vote must be there: the acquire of its seq orders the copy after
+ * the owner's writes) and applies it. */
 static void read_next(pcl_vote_ledger_t *L) {
-  pcl_vote_t votes[PCL_VOTE_MAX_RANKS];
   const uint64_t k = L->read + 1;
-  for (int r = 0; r < L->n; r++) {
-    const struct slot *x = &area(L, r)->slot[k % PCL_VOTE_DEPTH];
-    votes[r].kind = __atomic_load_n(&x->kind, __ATOMIC_RELAXED);
-    votes[r].gen = __atomic_load_n(&x->gen, __ATOMIC_RELAXED);
-  }
+  for (int r = 0; r < L->n; r++)
+    memcpy(&L->votes[r], &area(L, r)->slot[k % PCL_VOTE_DEPTH].v, sizeof(pcl_vote_t));
   __atomic_store_n(&area(L, L->rank)->read.v, k, __ATOMIC_RELEASE);
   L->read = k;
-  pcl_vote_decide(votes, L->n, &L->last);
+  pcl_vote_decide(L->votes, L->n, &L->last);
   if (L->apply != NULL)
     L->apply(L->ctx, &L->last);
 }
@@ -222,14 +208,11 @@ ncclResult_t pcl_vote_round(pcl_vote_ledger_t *L, pcl_vote_t mine, pcl_vote_outc
     L->room_until = least + PCL_VOTE_DEPTH;
   }
   struct slot *me = &area(L, L->rank)->slot[seq % PCL_VOTE_DEPTH];
-  __atomic_store_n(&me->kind, mine.kind, __ATOMIC_RELAXED);
-  __atomic_store_n(&me->gen, mine.gen, __ATOMIC_RELAXED);
+  memcpy(&me->v, &mine, sizeof(mine));
   __atomic_store_n(&me->seq, seq, __ATOMIC_RELEASE);
   L->posted = seq;
   if (mine.kind == PCL_VOTE_NO) {
-    o->action = PCL_VOTE_UNREGISTERED;
-    o->gen = PCL_VOTE_NONE;
-    o->ndrop = 0;
+    unregistered(o, 0);
     return pcl_vote_catch_up(L, 0);
   }
   PCL_CHECK(pcl_vote_catch_up(L, 1));

@@ -115,6 +115,8 @@ typedef struct {
   int kind;        /* what pcl_mem_reg would make of it: PCL_MEM_KIND_CUDA_IPC, _CUMEM_FD (every
                     * mapping has a POSIX-fd handle type), _PROCESS; 0: not one device buffer */
   int nalloc;      /* allocations (mappings) behind it */
+  uint64_t base;   /* the span they make: the first one's base ... */
+  uint64_t end;    /* ... to the last one's end (0, 0 when kind is 0); its identity is this one's */
 } pcl_mem_identity_t;
 
 /* Local and cheap (two or three driver queries per allocation, no export): the allocations

@@ -25,6 +25,7 @@ ncclResult_t pcl_mem_identity(const void *ptr, size_t bytes, pcl_mem_identity_t 
   out->digest = 0;
   out->kind = 0;
   out->nalloc = 0;
+  out->base = out->end = 0;
   if (ptr == NULL || bytes == 0 || end < p)
     return ncclInvalidArgument;
   PCL_CHECK(pcl_cu_load(&cu));
@@ -36,7 +37,7 @@ ncclResult_t pcl_mem_identity(const void *ptr, size_t bytes, pcl_mem_identity_t 
     legacy = 0;
   uint64_t h = 0xcbf29ce484222325ull;
   int kind = legacy ? PCL_MEM_KIND_CUDA_IPC : PCL_MEM_KIND_CUMEM_FD;
-  CUdeviceptr cur = p;
+  CUdeviceptr cur = p, first = 0;
   /* cudaMalloc memory is one allocation; cuMem memory may be several mappings side by side,
    * each with its own buffer id and handle types. */
   while (cur < end) {
@@ -53,6 +54,8 @@ ncclResult_t pcl_mem_identity(const void *ptr, size_t bytes, pcl_mem_identity_t 
                     !(types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)))
       kind = PCL_MEM_KIND_PROCESS;
     h = mix(mix(mix(h, base), size), id);
+    if (out->nalloc == 0)
+      first = base;
     out->nalloc++;
     if (out->nalloc > (int)PCL_MEM_MAX_CHUNKS)
       return ncclSuccess; /* more than a registration may span */
@@ -60,5 +63,7 @@ ncclResult_t pcl_mem_identity(const void *ptr, size_t bytes, pcl_mem_identity_t 
   }
   out->digest = h;
   out->kind = kind;
+  out->base = first;
+  out->end = cur;
   return ncclSuccess;
 }

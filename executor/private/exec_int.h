@@ -19,13 +19,13 @@ struct pcl_exec_window {
 
 /* Input [0] and output [1]. An exact registration owns its memchan buffers and rank r's buffer is
  * the one r registered; a view borrows its windows' buffers and rank r's buffer lies at
- * r's window base + off + r * step. */
+ * r's window base + off[k][r]. */
 struct pcl_exec_userbuf {
   pcl_exec_ctx_t *ctx;
   pcl_memchan_buf_t *buf[2]; /* registered apart even when in == out (exec.h) */
   uint32_t port_id[2];       /* port-channel memory ids (PCL_KABI_NO_MEM) */
   pcl_exec_window_t *win[2]; /* a view's windows, NULL for an exact registration */
-  uint64_t off[2], step[2];
+  uint64_t *off[2];          /* a view's [nranks] offsets into each rank's window */
 };
 
 /* The configuration the context was created with. */

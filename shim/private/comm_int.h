@@ -103,22 +103,23 @@ struct pcl_exec_userbuf *pcl_comm_reg_exchange(struct pcl_comm_pcl *p,
  * automatically (every rank the same setting, one host, one rank per process) and maps the vote
  * board. Off (p->autoreg NULL) on every rank alike; an error only when a bootstrap step failed. */
 ncclResult_t pcl_comm_auto_setup(struct pcl_comm_pcl *p);
-/* Drops every pair (waiting for its last kernel) and the board. NULL table ok. */
+/* Drops every registered allocation (waiting for its last kernel) and the board. NULL ok. */
 void pcl_comm_auto_destroy(struct pcl_comm_pcl *p);
 /* 1 when a call of msg_bytes (the same on every rank) votes: such calls must all reach
  * pcl_comm_auto_agree, on every rank. */
 int pcl_comm_auto_applies(const struct pcl_comm_pcl *p, uint64_t msg_bytes);
 /* Collective, one round per applicable call: *ub holds this rank's explicit registration (window
  * view or ncclCommRegister pair) or NULL on entry, and on return what the call runs with,
- * decided alike on every rank: the explicit one, an automatic one (exchanged now or earlier), or
- * NULL (unregistered). can = 0: this rank cannot register now (capture, group). An error after
- * a failed round (a peer that never came, an abort): every later applicable call fails too. */
+ * decided alike on every rank: the explicit one, a view of automatically registered allocations
+ * (exchanged now or earlier), or NULL (unregistered). can = 0: this rank cannot register now
+ * (capture, group). An error after a failed round (a peer that never came, an abort): every later
+ * applicable call fails too. */
 ncclResult_t pcl_comm_auto_agree(struct pcl_comm_pcl *p, const volatile uint32_t *abort_flag,
                                  const struct pcl_coll_args *a, uint64_t in_bytes,
                                  uint64_t out_bytes, int can, struct pcl_exec_userbuf **ub);
 /* After the launch of a call on registration ub, with the communicator's device current: when
- * pcl_comm_auto_agree gave it ub, marks the pair's last use on `stream`, which dropping it waits
- * for; anything else is a no-op. */
+ * pcl_comm_auto_agree gave it ub, marks its allocations' last use on `stream`, which dropping them
+ * waits for; anything else is a no-op. */
 void pcl_comm_auto_launched(struct pcl_comm_pcl *p, const struct pcl_exec_userbuf *ub,
                             cudaStream_t stream);
 

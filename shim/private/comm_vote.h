@@ -9,40 +9,47 @@
 #include <stdint.h>
 #include <nccl.h>
 
-#define PCL_VOTE_NONE 0xffffffffu /* no generation */
-#define PCL_VOTE_MAX_RANKS 64     /* ranks of one host that may vote */
+#define PCL_VOTE_MAX_RANKS 64 /* ranks of one host that may vote */
+#define PCL_VOTE_SLOTS 64     /* slots of the ranks' registration tables (a bit each) */
 
 typedef enum {
   PCL_VOTE_NO = 0,       /* this call cannot run registered here (capture, group, memory kind) */
   PCL_VOTE_EXPLICIT = 1, /* the buffers are in ncclCommRegister'ed ranges or windows */
-  PCL_VOTE_HIT = 2,      /* an auto-registration of generation `gen` still holds these buffers */
-  PCL_VOTE_MISS = 3,     /* not auto-registered (yet); `gen`: a stale one of the same addresses */
+  PCL_VOTE_AUTO = 2,     /* automatic registration: `side` says where the buffers are */
 } pcl_vote_kind_t;
 
+/* One side of the call (its input [0] or output [1]) on one rank. */
 typedef struct {
-  uint32_t kind; /* pcl_vote_kind_t */
-  uint32_t gen;  /* HIT: the generation; MISS: the stale generation to drop, or PCL_VOTE_NONE */
+  uint64_t held; /* table slots whose registered allocation holds this buffer, unchanged */
+  uint64_t ptr;  /* the buffer, in this rank's address space */
+  uint64_t span; /* the base of the allocations holding it: what an exchange registers */
+} pcl_vote_side_t;
+
+typedef struct {
+  uint32_t kind;        /* pcl_vote_kind_t; the fields below only for PCL_VOTE_AUTO */
+  uint32_t out_in_span; /* 1: this rank's output lies inside its input's span */
+  uint64_t stale;       /* table slots whose memory was freed or remapped since their exchange */
+  pcl_vote_side_t side[2];
 } pcl_vote_t;
 
 typedef enum {
   PCL_VOTE_UNREGISTERED = 0, /* every rank runs the call unregistered */
   PCL_VOTE_USE_EXPLICIT = 1, /* every rank uses its explicit registration */
-  PCL_VOTE_USE_GEN = 2,      /* every rank uses its auto-registration of generation `gen` */
-  PCL_VOTE_EXCHANGE = 3,     /* every rank registers the call's buffers anew (collective) */
+  PCL_VOTE_USE_AUTO = 2,     /* every rank uses slot[0] and slot[1] (a view at the votes' ptrs) */
 } pcl_vote_action_t;
 
+#define PCL_VOTE_EXCHANGE (-1) /* slot[k]: every rank registers its side k's span anew */
+#define PCL_VOTE_AS_INPUT (-2) /* slot[1]: the output lies in the input's new registration */
+
 typedef struct {
-  int action; /* pcl_vote_action_t */
-  uint32_t gen;
-  /* Generations every rank drops before anything else (alike everywhere, so the ranks' tables
-   * keep the same generations): the stale ones named by misses, and on an exchange the hits,
-   * which the new generation replaces. Sorted, without repeats. */
-  uint32_t drop[PCL_VOTE_MAX_RANKS]; /* each rank names at most one */
-  int ndrop;
+  int action;    /* pcl_vote_action_t */
+  int slot[2];   /* USE_AUTO: a slot every rank holds the side in, or one of the above */
+  uint64_t drop; /* slots every rank drops before anything else (alike everywhere, so the
+                  * ranks' tables stay alike): those any rank found stale */
 } pcl_vote_outcome_t;
 
 /* Pure: the outcome every rank computes from the same votes of all n (<= PCL_VOTE_MAX_RANKS)
- * ranks. */
+ * ranks. A side held in several common slots uses the lowest. */
 void pcl_vote_decide(const pcl_vote_t *votes, int n, pcl_vote_outcome_t *out);
 
 /* Rounds a rank may post ahead of the slowest reader of the board. A rank that votes NO (inside
@@ -53,7 +60,7 @@ void pcl_vote_decide(const pcl_vote_t *votes, int n, pcl_vote_outcome_t *out);
 #define PCL_VOTE_DEPTH 64
 
 /* Bytes of a board for n ranks: a header line, then per rank a line of what it has read and
- * PCL_VOTE_DEPTH slots, a cache line each. */
+ * PCL_VOTE_DEPTH slots, two cache lines each. */
 size_t pcl_vote_board_bytes(int n);
 
 /* Called once per round, in round order, with the round's outcome, when this rank reads it (for
@@ -72,9 +79,10 @@ typedef struct {
   const volatile uint32_t *abort_flag; /* may be NULL; set: a wait ends with ncclInternalError */
   pcl_vote_apply_fn apply;
   void *ctx;
-  pcl_vote_outcome_t last; /* the outcome of round `read` */
-  uint64_t room_until;     /* rounds up to this one are known to have room (every rank's read) */
-  int failed;              /* a wait failed here or on another rank: every later call fails */
+  pcl_vote_outcome_t last;              /* the outcome of round `read` */
+  pcl_vote_t votes[PCL_VOTE_MAX_RANKS]; /* and everyone's votes in it */
+  uint64_t room_until; /* rounds up to this one are known to have room (every rank's read) */
+  int failed;          /* a wait failed here or on another rank: every later call fails */
 } pcl_vote_ledger_t;
 
 void pcl_vote_ledger_init(pcl_vote_ledger_t *L, void *board, int n, int rank, int timeout_s,

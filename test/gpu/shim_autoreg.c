@@ -125,7 +125,7 @@ static int rank_main(int rank, int nranks, void *arg) {
   shared_t *sh = arg;
   int rc = 0, dev = 0;
   ncclComm_t comm = NULL;
-  float *a = NULL, *b = NULL, *c = NULL, *small = NULL;
+  float *a = NULL, *b = NULL, *c = NULL, *big = NULL, *small = NULL;
   cudaStream_t s = NULL;
   cudaGraph_t gr = NULL;
   cudaGraphExec_t ge = NULL;
@@ -145,22 +145,35 @@ static int rank_main(int rank, int nranks, void *arg) {
   PCL_MP_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, 2);
   PCL_MP_CHECK(shim_mp_init(&sh->id, &sh->ready, rank, &comm) == ncclSuccess, 3);
 
-  /* Ordinary cudaMalloc buffers: exchanged at the first call, found again at the second. */
+  /* Ordinary cudaMalloc buffers: their two allocations exchanged at the first call, found again
+   * at the second. */
   PCL_MP_CHECK(shim_mp_allreduce_checked(comm, a, b, n, s, rank, cm), 4);
   PCL_MP_CHECK(shim_mp_allreduce_checked(comm, a, b, n, s, rank, cm), 4);
-  PCL_MP_CHECK(logged(sh, rank) == (want += cm), 5);
-  /* In place: another pair. */
+  PCL_MP_CHECK(logged(sh, rank) == (want += 2 * cm), 4);
+  /* In place in a known allocation: nothing new. */
   PCL_MP_CHECK(shim_mp_allreduce_checked(comm, b, b, n, s, rank, cm), 6);
-  PCL_MP_CHECK(logged(sh, rank) == (want += cm), 6);
+  PCL_MP_CHECK(logged(sh, rank) == want, 6);
+  /* One allocation of four buffers: exchanged once (output and input in it), then every rank
+   * passes other buffers of it, at offsets of its own: no exchange, and a wrong peer offset
+   * would add the wrong rank's values or poison. */
+  PCL_MP_CHECK(cudaMalloc((void **)&big, 4 * BIG) == cudaSuccess, 19);
+  PCL_MP_CHECK(shim_mp_allreduce_checked(comm, big, big + 2 * n, n, s, rank, cm), 19);
+  PCL_MP_CHECK(logged(sh, rank) == (want += cm), 19);
+  for (int rep = 0; rep < 3; rep++) {
+    float *in = big + (size_t)((rank + rep) % 4) * n,
+          *out = big + (size_t)((rank + rep + 2) % 4) * n;
+    PCL_MP_CHECK(shim_mp_allreduce_checked(comm, in, out, n, s, rank, cm), 20);
+  }
+  PCL_MP_CHECK(logged(sh, rank) == want, 20);
   /* Freed and allocated again (the allocator likely hands back the same address): the identity
-   * changed, so the pair is exchanged anew. */
+   * changed, so that allocation is exchanged anew. */
   PCL_MP_CHECK(cudaFree(a) == cudaSuccess, 7);
   a = NULL;
   PCL_MP_CHECK(cudaMalloc((void **)&a, BIG) == cudaSuccess, 7);
   PCL_MP_CHECK(shim_mp_allreduce_checked(comm, a, b, n, s, rank, cm), 7);
   PCL_MP_CHECK(logged(sh, rank) == (want += cm), 7);
-  /* The ranks disagree: rank 0 passes a new buffer, rank 1 the pair it holds. The vote makes
-   * both exchange; afterwards both hold the new generation. */
+  /* The ranks disagree: rank 0 passes a new buffer, rank 1 one it holds. The vote makes both
+   * exchange the input's allocation; afterwards both hold it in the new slot. */
   PCL_MP_CHECK(cudaMalloc((void **)&c, BIG) == cudaSuccess, 8);
   for (int rep = 0; rep < 2; rep++)
     PCL_MP_CHECK(shim_mp_allreduce_checked(comm, rank == 0 ? c : a, b, n, s, rank, cm), 8);
@@ -178,6 +191,29 @@ static int rank_main(int rank, int nranks, void *arg) {
   PCL_MP_CHECK(logged(sh, rank) == ++want, 10);
   PCL_MP_CHECK(shim_mp_allreduce_checked(comm, sb, sb, n, s, rank, 1), 10);
   PCL_MP_CHECK(logged(sh, rank) == want, 10);
+  /* Other buffers of that span, each inside one mapping, each rank at its own offsets: found in
+   * the span's slot (checked against the span's mappings), no exchange. */
+  {
+    const CUdeviceptr g = seg.va, h = seg.gran;
+    float *in = (float *)(uintptr_t)(rank == 0 ? g : g + h);
+    float *out = (float *)(uintptr_t)(rank == 0 ? g + 2 * h - BIG : g + h - BIG);
+    PCL_MP_CHECK(shim_mp_allreduce_checked(comm, in, out, n, s, rank, 1), 21);
+    PCL_MP_CHECK(logged(sh, rank) == want, 21);
+  }
+
+  /* A freed allocation no call names again is still found (one slot looked at per call) and
+   * dropped on every rank within a table's worth of calls. */
+  {
+    char gone[96];
+    snprintf(gone, sizeof(gone), "allocation %p +%u dropped: its memory changed", (void *)big,
+             4 * BIG);
+    PCL_MP_CHECK(cudaFree(big) == cudaSuccess, 22);
+    big = NULL;
+    for (int k = 0; k < 64; k++)
+      PCL_MP_CHECK(shim_mp_allreduce_checked(comm, sb, sb, n, s, rank, 1), 22);
+    fflush(stderr);
+    PCL_MP_CHECK(shim_mp_log_count(sh->log[rank], gone) == cm, 22);
+  }
 
   /* Below PLANCCL_AUTO_REG_MIN: never registered (the small plan runs it unregistered). */
   PCL_MP_CHECK(shim_mp_allreduce_checked(comm, small, small + 4096, 4096, s, rank, 1), 11);
@@ -260,6 +296,7 @@ out:
   cudaFree(a);
   cudaFree(b);
   cudaFree(c);
+  cudaFree(big);
   cudaFree(small);
   seg_free(&seg);
   if (s != NULL)

@@ -12,8 +12,27 @@
 #include "comm_vote.h"
 #include "pcl_test.h"
 
-#define V(k, g) ((pcl_vote_t){(k), (g)})
-#define NONE PCL_VOTE_NONE
+/* An automatic vote: the slots holding the input and the output, the stale ones, and whether
+ * the output lies in the input's span. */
+static pcl_vote_t A(uint64_t in, uint64_t out, uint64_t stale, int same) {
+  pcl_vote_t v;
+  memset(&v, 0, sizeof(v));
+  v.kind = PCL_VOTE_AUTO;
+  v.side[0].held = in;
+  v.side[1].held = out;
+  v.stale = stale;
+  v.out_in_span = (uint32_t)same;
+  return v;
+}
+
+static pcl_vote_t K(uint32_t kind) {
+  pcl_vote_t v;
+  memset(&v, 0, sizeof(v));
+  v.kind = kind;
+  return v;
+}
+
+#define B(s) (1ull << (s))
 
 static pcl_vote_outcome_t decide(int n, const pcl_vote_t *v) {
   pcl_vote_outcome_t o;
@@ -24,53 +43,66 @@ static pcl_vote_outcome_t decide(int n, const pcl_vote_t *v) {
 
 START_TEST(test_decide) {
   /* Anyone who cannot: unregistered, whatever the others hold. */
-  pcl_vote_t a[3] = {V(PCL_VOTE_HIT, 4), V(PCL_VOTE_NO, NONE), V(PCL_VOTE_HIT, 4)};
+  pcl_vote_t a[3] = {A(B(4), B(4), 0, 1), K(PCL_VOTE_NO), A(B(4), B(4), 0, 1)};
   pcl_vote_outcome_t o = decide(3, a);
   ck_assert_int_eq(o.action, PCL_VOTE_UNREGISTERED);
-  ck_assert_int_eq(o.ndrop, 0);
-  /* Every rank holds generation 4: use it. */
-  pcl_vote_t b[3] = {V(PCL_VOTE_HIT, 4), V(PCL_VOTE_HIT, 4), V(PCL_VOTE_HIT, 4)};
+  ck_assert_uint_eq(o.drop, 0);
+  /* Every rank holds both sides in slot 4: use it. */
+  pcl_vote_t b[3] = {A(B(4), B(4), 0, 1), A(B(4), B(4), 0, 1), A(B(4), B(4), 0, 1)};
   o = decide(3, b);
-  ck_assert_int_eq(o.action, PCL_VOTE_USE_GEN);
-  ck_assert_uint_eq(o.gen, 4);
-  ck_assert_int_eq(o.ndrop, 0);
-  /* Hits that disagree (the ranks' address patterns differ): exchange, both generations go. */
-  pcl_vote_t c[3] = {V(PCL_VOTE_HIT, 7), V(PCL_VOTE_HIT, 2), V(PCL_VOTE_HIT, 7)};
+  ck_assert_int_eq(o.action, PCL_VOTE_USE_AUTO);
+  ck_assert_int_eq(o.slot[0], 4);
+  ck_assert_int_eq(o.slot[1], 4);
+  ck_assert_uint_eq(o.drop, 0);
+  /* The ranks hold the input in several slots each (overlapping spans): the lowest common one.
+   * No slot holds every rank's output: that side is exchanged, nothing is dropped. */
+  pcl_vote_t c[3] = {A(B(2) | B(5) | B(9), B(1), 0, 0), A(B(5) | B(7) | B(9), B(3), 0, 0),
+                     A(B(1) | B(5) | B(9), B(1) | B(3), 0, 0)};
   o = decide(3, c);
-  ck_assert_int_eq(o.action, PCL_VOTE_EXCHANGE);
-  ck_assert_int_eq(o.ndrop, 2);
-  ck_assert_uint_eq(o.drop[0], 2);
-  ck_assert_uint_eq(o.drop[1], 7);
-  /* One rank misses (a new buffer), another's buffer changed under generation 3. */
-  pcl_vote_t d[3] = {V(PCL_VOTE_HIT, 5), V(PCL_VOTE_MISS, NONE), V(PCL_VOTE_MISS, 3)};
+  ck_assert_int_eq(o.action, PCL_VOTE_USE_AUTO);
+  ck_assert_int_eq(o.slot[0], 5);
+  ck_assert_int_eq(o.slot[1], PCL_VOTE_EXCHANGE);
+  ck_assert_uint_eq(o.drop, 0);
+  /* A slot one rank found stale is dropped everywhere and used by none: the next common one. */
+  pcl_vote_t d[3] = {A(B(3) | B(6), B(3), 0, 1), A(B(6), B(6), B(3) | B(40), 1),
+                     A(B(3) | B(6), B(3) | B(6), 0, 1)};
   o = decide(3, d);
-  ck_assert_int_eq(o.action, PCL_VOTE_EXCHANGE);
-  ck_assert_int_eq(o.ndrop, 2);
-  ck_assert_uint_eq(o.drop[0], 3);
-  ck_assert_uint_eq(o.drop[1], 5);
-  /* A stale generation is dropped even when the call runs unregistered. */
-  pcl_vote_t e[2] = {V(PCL_VOTE_MISS, 9), V(PCL_VOTE_NO, NONE)};
+  ck_assert_int_eq(o.action, PCL_VOTE_USE_AUTO);
+  ck_assert_int_eq(o.slot[0], 6);
+  ck_assert_int_eq(o.slot[1], PCL_VOTE_EXCHANGE);
+  ck_assert_uint_eq(o.drop, B(3) | B(40));
+  /* Both sides new: one exchange when every rank's output lies in its input's span (in place),
+   * two otherwise. */
+  pcl_vote_t e[2] = {A(0, 0, 0, 1), A(B(8), 0, 0, 1)};
   o = decide(2, e);
+  ck_assert_int_eq(o.slot[0], PCL_VOTE_EXCHANGE);
+  ck_assert_int_eq(o.slot[1], PCL_VOTE_AS_INPUT);
+  e[1].out_in_span = 0;
+  o = decide(2, e);
+  ck_assert_int_eq(o.slot[0], PCL_VOTE_EXCHANGE);
+  ck_assert_int_eq(o.slot[1], PCL_VOTE_EXCHANGE);
+  /* A stale slot is dropped even when the call runs unregistered. */
+  pcl_vote_t f[2] = {A(0, 0, B(9), 0), K(PCL_VOTE_NO)};
+  o = decide(2, f);
   ck_assert_int_eq(o.action, PCL_VOTE_UNREGISTERED);
-  ck_assert_int_eq(o.ndrop, 1);
-  ck_assert_uint_eq(o.drop[0], 9);
+  ck_assert_uint_eq(o.drop, B(9));
   /* Explicit registrations on every rank: theirs; mixed with automatic ones: neither. */
-  pcl_vote_t f[2] = {V(PCL_VOTE_EXPLICIT, NONE), V(PCL_VOTE_EXPLICIT, NONE)};
-  ck_assert_int_eq(decide(2, f).action, PCL_VOTE_USE_EXPLICIT);
-  pcl_vote_t g[2] = {V(PCL_VOTE_EXPLICIT, NONE), V(PCL_VOTE_HIT, 1)};
-  ck_assert_int_eq(decide(2, g).action, PCL_VOTE_UNREGISTERED);
-  /* A vote of no known kind (a corrupted board) counts as "cannot". */
-  pcl_vote_t h[2] = {V(PCL_VOTE_HIT, 1), V(17, 1)};
+  pcl_vote_t g[2] = {K(PCL_VOTE_EXPLICIT), K(PCL_VOTE_EXPLICIT)};
+  ck_assert_int_eq(decide(2, g).action, PCL_VOTE_USE_EXPLICIT);
+  pcl_vote_t h[2] = {K(PCL_VOTE_EXPLICIT), A(B(1), B(1), 0, 1)};
   ck_assert_int_eq(decide(2, h).action, PCL_VOTE_UNREGISTERED);
-  /* Many ranks naming the same stale generation: listed once. */
-  pcl_vote_t m[PCL_VOTE_MAX_RANKS];
+  /* A vote of no known kind (a corrupted board) counts as "cannot". */
+  pcl_vote_t m[2] = {A(B(1), B(1), 0, 1), K(17)};
+  ck_assert_int_eq(decide(2, m).action, PCL_VOTE_UNREGISTERED);
+  /* Every rank names another stale slot; the last slot is held by all. */
+  pcl_vote_t w[PCL_VOTE_MAX_RANKS];
   for (int r = 0; r < PCL_VOTE_MAX_RANKS; r++)
-    m[r] = V(PCL_VOTE_MISS, r % 2 ? 11 : (uint32_t)(PCL_VOTE_MAX_RANKS - r));
-  o = decide(PCL_VOTE_MAX_RANKS, m);
-  ck_assert_int_eq(o.action, PCL_VOTE_EXCHANGE);
-  ck_assert_int_eq(o.ndrop, PCL_VOTE_MAX_RANKS / 2 + 1); /* the even 2..64, and 11 */
-  for (int k = 1; k < o.ndrop; k++)
-    ck_assert_uint_lt(o.drop[k - 1], o.drop[k]);
+    w[r] = A(B(63) | B(r % 63), B(63), B(r % 63), 1);
+  o = decide(PCL_VOTE_MAX_RANKS, w);
+  ck_assert_int_eq(o.action, PCL_VOTE_USE_AUTO);
+  ck_assert_int_eq(o.slot[0], 63);
+  ck_assert_int_eq(o.slot[1], 63);
+  ck_assert_uint_eq(o.drop, B(63) - 1);
   PCL_ASSERT_NO_LEAKS();
 }
 END_TEST
@@ -78,13 +110,23 @@ END_TEST
 #define NR 3
 #define ROUNDS 3000
 
-/* Rank r's vote of round s: a mix that changes every round (splitmix64 of both), NO included. */
+/* Rank r's vote of round s: a mix that changes every round (splitmix64 of both), NO included,
+ * with addresses that say whose and which round it was. */
 static pcl_vote_t vote_of(int r, uint64_t s) {
   uint64_t x = s * 1000003u + (uint64_t)r + 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   x ^= x >> 31;
-  return V((uint32_t)(x % 4), (uint32_t)((x >> 8) % 3));
+  const uint32_t kind = (uint32_t)(x % 4) == 3 ? PCL_VOTE_AUTO : (uint32_t)(x % 4);
+  if (kind != PCL_VOTE_AUTO)
+    return K(kind);
+  pcl_vote_t v = A((x >> 8) & 7, (x >> 11) & 7, (x >> 14) % 16 == 0 ? B((x >> 18) & 7) : 0,
+                   (int)(x >> 21) & 1);
+  for (int k = 0; k < 2; k++) {
+    v.side[k].ptr = s << 20 | (uint64_t)r << 8 | (uint64_t)k;
+    v.side[k].span = v.side[k].ptr & ~0xffull;
+  }
+  return v;
 }
 
 static void *shared(size_t bytes) {
@@ -149,9 +191,14 @@ static int rank_rounds(int r, void *arg) {
       return 2; /* a rank that votes has read every earlier round */
     if (pcl_vote_round(&L, mine, &o) != ncclSuccess)
       return 3;
-    if (mine.kind == PCL_VOTE_NO ? o.action != PCL_VOTE_UNREGISTERED || o.ndrop != 0
+    if (mine.kind == PCL_VOTE_NO ? o.action != PCL_VOTE_UNREGISTERED || o.drop != 0
                                  : w.calls != s || memcmp(&o, &w.o[s - 1], sizeof(o)) != 0)
       return 4;
+    for (int q = 0; q < NR && mine.kind != PCL_VOTE_NO; q++) { /* everyone's votes, whole */
+      const pcl_vote_t want = vote_of(q, s);
+      if (memcmp(&L.votes[q], &want, sizeof(want)) != 0)
+        return 6;
+    }
   }
   if (pcl_vote_catch_up(&L, 1) != ncclSuccess || w.calls != ROUNDS || L.read != ROUNDS)
     return 5;
@@ -170,13 +217,13 @@ START_TEST(test_rounds_agree) {
     for (int r = 0; r < NR; r++) /* every vote read from its own round */
       votes[r] = vote_of(r, (uint64_t)s + 1);
     pcl_vote_decide(votes, NR, &want);
-    exchanges += o->action == PCL_VOTE_EXCHANGE;
+    exchanges += o->action == PCL_VOTE_USE_AUTO && o->slot[0] == PCL_VOTE_EXCHANGE;
     for (int r = 0; r < NR; r++) {
       const pcl_vote_outcome_t *x = &t.seen[(size_t)r * ROUNDS + (size_t)s];
       ck_assert_int_eq(x->action, want.action);
-      ck_assert_uint_eq(x->gen, want.gen);
-      ck_assert_int_eq(x->ndrop, want.ndrop);
-      ck_assert_mem_eq(x->drop, want.drop, sizeof(uint32_t) * (size_t)want.ndrop);
+      ck_assert_int_eq(x->slot[0], want.slot[0]);
+      ck_assert_int_eq(x->slot[1], want.slot[1]);
+      ck_assert_uint_eq(x->drop, want.drop);
     }
   }
   ck_assert_int_gt(exchanges, 0); /* the votes did vary */
@@ -186,7 +233,7 @@ START_TEST(test_rounds_agree) {
 }
 END_TEST
 
-/* Rank 0 votes NO 5 x PCL_VOTE_DEPTH times in a row while rank 1 starts late and votes MISS:
+/* Rank 0 votes NO 5 x PCL_VOTE_DEPTH times in a row while rank 1 starts late, finding a slot stale:
  * rank 0 runs ahead by at most the depth, waits there for rank 1 to read, and both read every
  * round alike (rank 0 at its final catch-up). */
 static int rank_runs_ahead(int r, void *arg) {
@@ -199,17 +246,15 @@ static int rank_runs_ahead(int r, void *arg) {
     usleep(100 * 1000);
   for (int s = 1; s <= n; s++) {
     pcl_vote_outcome_t o;
-    if (pcl_vote_round(&L, r == 0 ? V(PCL_VOTE_NO, NONE) : V(PCL_VOTE_MISS, (uint32_t)s), &o) !=
-        ncclSuccess)
+    if (pcl_vote_round(&L, r == 0 ? K(PCL_VOTE_NO) : A(0, 0, B(s % 64), 0), &o) != ncclSuccess)
       return 1;
     if (r == 0 && L.posted - L.read > PCL_VOTE_DEPTH)
       return 2;
   }
   if (pcl_vote_catch_up(&L, 1) != ncclSuccess || w.calls != (uint64_t)n)
     return 3;
-  for (int s = 1; s <= n; s++) /* unregistered, and rank 1's stale generation dropped */
-    if (w.o[s - 1].action != PCL_VOTE_UNREGISTERED || w.o[s - 1].ndrop != 1 ||
-        w.o[s - 1].drop[0] != (uint32_t)s)
+  for (int s = 1; s <= n; s++) /* unregistered, and rank 1's stale slot dropped */
+    if (w.o[s - 1].action != PCL_VOTE_UNREGISTERED || w.o[s - 1].drop != B(s % 64))
       return 4;
   return 0;
 }
@@ -237,14 +282,14 @@ static int rank_reorder(int r, void *arg) {
   for (int it = 0; it < 10; it++) {
     for (int k = 0; k < 2; k++) { /* the group: rank 0 A, B; rank 1 B, A; both twice */
       for (int j = 0; j < 2; j++)
-        if (pcl_vote_round(&L[r == 0 ? k : 1 - k], V(PCL_VOTE_NO, NONE), &o) != ncclSuccess)
+        if (pcl_vote_round(&L[r == 0 ? k : 1 - k], K(PCL_VOTE_NO), &o) != ncclSuccess)
           return 1;
     }
     if (r == 1)
       usleep(2000);               /* the other rank reaches its next round first */
     for (int b = 0; b < 2; b++) { /* outside groups: the same order on both */
-      if (pcl_vote_round(&L[b], V(PCL_VOTE_MISS, NONE), &o) != ncclSuccess ||
-          o.action != PCL_VOTE_EXCHANGE)
+      if (pcl_vote_round(&L[b], A(0, 0, 0, 0), &o) != ncclSuccess ||
+          o.action != PCL_VOTE_USE_AUTO || o.slot[0] != PCL_VOTE_EXCHANGE)
         return 2;
     }
   }
@@ -269,23 +314,23 @@ static int rank_absent(int r, void *arg) {
   pcl_vote_ledger_t L;
   pcl_vote_outcome_t o;
   pcl_vote_ledger_init(&L, board, 2, r, 1, NULL, NULL, NULL);
-  if (pcl_vote_round(&L, V(PCL_VOTE_MISS, NONE), &o) != ncclSuccess)
+  if (pcl_vote_round(&L, A(0, 0, 0, 0), &o) != ncclSuccess)
     return 1;
   double a = now_s();
   if (r == 1) {
     while (*gave_up == 0 && now_s() - a < 20)
       usleep(1000);
     a = now_s();
-    ncclResult_t res = pcl_vote_round(&L, V(PCL_VOTE_HIT, 0), &o);
+    ncclResult_t res = pcl_vote_round(&L, A(B(0), B(0), 0, 1), &o);
     return res == ncclRemoteError && now_s() - a < 0.5 && *gave_up == 1 ? 0 : 2;
   }
-  ncclResult_t res = pcl_vote_round(&L, V(PCL_VOTE_MISS, NONE), &o);
+  ncclResult_t res = pcl_vote_round(&L, A(0, 0, 0, 0), &o);
   const double waited = now_s() - a;
   *gave_up = 1;
   if (res != ncclRemoteError || waited < 0.9 || waited > 10)
     return 3;
   /* Final: later rounds fail at once, NO votes too. */
-  return pcl_vote_round(&L, V(PCL_VOTE_NO, NONE), &o) == ncclRemoteError ? 0 : 4;
+  return pcl_vote_round(&L, K(PCL_VOTE_NO), &o) == ncclRemoteError ? 0 : 4;
 }
 
 START_TEST(test_absent_peer) {
@@ -298,7 +343,7 @@ START_TEST(test_absent_peer) {
   pcl_vote_outcome_t o;
   pcl_vote_ledger_init(&L, board, 2, 0, 3600, NULL, NULL, NULL);
   for (int s = 0; s < PCL_VOTE_DEPTH; s++) {
-    ck_assert_int_eq(pcl_vote_round(&L, V(PCL_VOTE_NO, NONE), &o), ncclSuccess);
+    ck_assert_int_eq(pcl_vote_round(&L, K(PCL_VOTE_NO), &o), ncclSuccess);
     ck_assert_int_eq(o.action, PCL_VOTE_UNREGISTERED);
   }
   ck_assert_uint_eq(L.posted, PCL_VOTE_DEPTH);
@@ -315,8 +360,8 @@ START_TEST(test_abort) {
   pcl_vote_outcome_t o;
   pcl_vote_ledger_init(&L, board, 2, 0, 3600, &flag, NULL, NULL);
   /* The peer never votes; the set flag ends the wait long before the timeout, for good. */
-  ck_assert_int_eq(pcl_vote_round(&L, V(PCL_VOTE_HIT, 0), &o), ncclInternalError);
-  ck_assert_int_eq(pcl_vote_round(&L, V(PCL_VOTE_NO, NONE), &o), ncclRemoteError);
+  ck_assert_int_eq(pcl_vote_round(&L, A(B(0), B(0), 0, 1), &o), ncclInternalError);
+  ck_assert_int_eq(pcl_vote_round(&L, K(PCL_VOTE_NO), &o), ncclRemoteError);
   munmap(board, pcl_vote_board_bytes(2));
   PCL_ASSERT_NO_LEAKS();
 }
