@@ -113,6 +113,12 @@ if [ $more = 1 ]; then
   rc=$?
   grep -E 'tests passed|Test +#[0-9]+:|\*\*\*|first failure|mismatch' "$logs/gpu_tests.log" | tail -40
   note "gpu ctest (other tests): $(grep -E 'tests passed' "$logs/gpu_tests.log" || echo 'no result') (rc $rc)"
+  # Automatic registration under PyTorch, both allocators (over the fake NCCL on one GPU).
+  if [ -x test/torch/autoreg.sh ]; then
+    test/torch/autoreg.sh "$root/build-gpu/install" "$root/build-gpu/test/fakes/libfakenccl.so" \
+      >"$logs/torch_autoreg.log" 2>&1
+    note "torch automatic registration: rc $? ($(grep -c 'pcl_autoreg_torch: passed' "$logs/torch_autoreg.log") of 2 passed)"
+  fi
   # The PyTorch suite: world size 1 on one GPU (every call forwarded and checked), 1, 2 and all
   # GPUs with more; then, with 2+ GPUs, the tensor-parallel decode benchmark.
   if [ -x test/torch/run.sh ]; then
