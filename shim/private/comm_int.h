@@ -113,7 +113,8 @@ int pcl_comm_auto_applies(const struct pcl_comm_pcl *p, uint64_t msg_bytes);
  * decided alike on every rank: the explicit one, a view of automatically registered allocations
  * (exchanged now or earlier), or NULL (unregistered). can = 0: this rank cannot register now
  * (capture, group). An error after a failed round (a peer that never came, an abort): every later
- * applicable call fails too. */
+ * applicable call fails too; or when this rank alone cannot make the agreed view (out of host
+ * memory), for this call only (its peers' kernels time out waiting for it). */
 ncclResult_t pcl_comm_auto_agree(struct pcl_comm_pcl *p, const volatile uint32_t *abort_flag,
                                  const struct pcl_coll_args *a, uint64_t in_bytes,
                                  uint64_t out_bytes, int can, struct pcl_exec_userbuf **ub);
