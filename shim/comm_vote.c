@@ -16,6 +16,7 @@ struct slot {
   pcl_vote_t v;
   uint8_t pad[128 - sizeof(uint64_t) - sizeof(pcl_vote_t)];
 };
+_Static_assert(sizeof(struct slot) == 128, "a slot is two cache lines, apart from its neighbours");
 
 static void unregistered(pcl_vote_outcome_t *o, uint64_t drop) {
   o->action = PCL_VOTE_UNREGISTERED;
