@@ -18,6 +18,7 @@
 #define BIG (1u << 20) /* the default PLANCCL_AUTO_REG_MIN */
 #define POISON SHIM_MP_POISON
 #define LOGGED "registered automatically"
+#define NFILL 64 /* PCL_VOTE_SLOTS */
 
 typedef struct {
   ncclUniqueId id;
@@ -125,7 +126,8 @@ static int rank_main(int rank, int nranks, void *arg) {
   shared_t *sh = arg;
   int rc = 0, dev = 0;
   ncclComm_t comm = NULL;
-  float *a = NULL, *b = NULL, *c = NULL, *big = NULL, *small = NULL;
+  float *a = NULL, *b = NULL, *c = NULL, *big = NULL, *small = NULL, *fresh = NULL;
+  float *fill[NFILL] = {NULL};
   cudaStream_t s = NULL;
   cudaGraph_t gr = NULL;
   cudaGraphExec_t ge = NULL;
@@ -274,6 +276,24 @@ static int rank_main(int rank, int nranks, void *arg) {
   PCL_MP_CHECK(shim_mp_allreduce_checked(comm, in0, b, n, s, rank, cm), 18);
   PCL_MP_CHECK(logged(sh, rank) == (want += cm), 18);
 
+  /* A full table (cudaMalloc memory, level 2): 64 new allocations take every slot, the oldest
+   * going first. Then a call whose input is in the oldest slot and whose output is new: the
+   * output's exchange must evict another slot, not the one the input is about to use. */
+  if (cm) {
+    for (int k = 0; k < NFILL; k++) {
+      PCL_MP_CHECK(cudaMalloc((void **)&fill[k], BIG) == cudaSuccess, 23);
+      PCL_MP_CHECK(shim_mp_allreduce_checked(comm, fill[k], fill[k], n, s, rank, 1), 23);
+    }
+    PCL_MP_CHECK(logged(sh, rank) == (want += NFILL), 23);
+    PCL_MP_CHECK(cudaMalloc((void **)&fresh, BIG) == cudaSuccess, 24);
+    PCL_MP_CHECK(shim_mp_allreduce_checked(comm, fill[0], fresh, n, s, rank, 1), 24);
+    PCL_MP_CHECK(logged(sh, rank) == (want += 1), 24);
+    PCL_MP_CHECK(shim_mp_allreduce_checked(comm, fill[0], fill[0], n, s, rank, 1), 25);
+    PCL_MP_CHECK(logged(sh, rank) == want, 25); /* still held */
+    PCL_MP_CHECK(shim_mp_allreduce_checked(comm, fill[1], fill[1], n, s, rank, 1), 25);
+    PCL_MP_CHECK(logged(sh, rank) == (want += 1), 25); /* evicted for `fresh` */
+  }
+
   /* A rank that skips a call: the other's call fails within PLANCCL_BOOTSTRAP_TIMEOUT_S (3 s),
    * and so does every later registrable call; nothing hangs. On the cuMem buffer, which votes at
    * every level (a "no" vote, such as cudaMalloc memory's at level 1, never waits). */
@@ -298,6 +318,9 @@ out:
   cudaFree(c);
   cudaFree(big);
   cudaFree(small);
+  cudaFree(fresh);
+  for (int k = 0; k < NFILL; k++)
+    cudaFree(fill[k]);
   seg_free(&seg);
   if (s != NULL)
     cudaStreamDestroy(s);
