@@ -176,6 +176,18 @@ int pcl_auto_exchange(struct pcl_comm_pcl *p, struct pcl_comm_auto *t, int k,
   return s;
 }
 
+/* A digest of a view's identity (slots' generations, sizes, every rank's offsets), so that the
+ * search through many views compares one word each. */
+static uint64_t view_key(uint32_t g0, uint32_t g1, const uint64_t bytes[2], const uint64_t *off,
+                         int n) {
+  uint64_t h = ((uint64_t)g0 << 32 | g1) * 0x9e3779b97f4a7c15ull;
+  h = (h ^ bytes[0] ^ (h >> 29)) * 0xbf58476d1ce4e5b9ull;
+  h = (h ^ bytes[1] ^ (h >> 31)) * 0x94d049bb133111ebull;
+  for (int i = 0; i < n; i++)
+    h = (h ^ off[i] ^ (h >> 29)) * 0xbf58476d1ce4e5b9ull;
+  return h ^ (h >> 32);
+}
+
 /* The view of this round's buffers in slots si and so: each rank's at its own offset, from the
  * round's votes. Found again when the same buffers come back; made locally otherwise. NULL in
  * *ub, alike on every rank, when a slot's exchange failed. An error only where this rank alone
@@ -193,11 +205,13 @@ ncclResult_t pcl_auto_view_get(struct pcl_comm_pcl *p, struct pcl_comm_auto *t, 
   for (int k = 0; k < 2; k++)
     for (int r = 0; r < n; r++)
       off[k * n + r] = t->ledger.votes[r].side[k].ptr - t->a[slot[k]].span[r];
+  const uint64_t key = view_key(t->a[si].gen, t->a[so].gen, bytes, off, 2 * n);
   t->tick++;
   for (int i = 0; i < t->nview; i++) {
     struct pcl_auto_view *x = &t->v[i];
-    if (x->gen[0] == t->a[si].gen && x->gen[1] == t->a[so].gen && x->bytes[0] == in_bytes &&
-        x->bytes[1] == out_bytes && memcmp(x->off, off, 2 * (size_t)n * sizeof(uint64_t)) == 0) {
+    if (x->key == key && x->gen[0] == t->a[si].gen && x->gen[1] == t->a[so].gen &&
+        x->bytes[0] == in_bytes && x->bytes[1] == out_bytes &&
+        memcmp(x->off, off, 2 * (size_t)n * sizeof(uint64_t)) == 0) {
       x->tick = t->tick;
       *ub = x->ub;
       return ncclSuccess;
@@ -217,6 +231,7 @@ ncclResult_t pcl_auto_view_get(struct pcl_comm_pcl *p, struct pcl_comm_auto *t, 
                                           out_bytes, &x->ub),
                  res, fail);
   memcpy(x->off, off, 2 * (size_t)n * sizeof(uint64_t));
+  x->key = key;
   for (int k = 0; k < 2; k++) {
     x->gen[k] = t->a[slot[k]].gen;
     x->bytes[k] = bytes[k];

@@ -13,8 +13,10 @@
 #include "shm.h"
 
 /* Bounded: each slot holds the peers' mappings of one allocation span; the oldest goes first.
- * Views are local and cheap to remake (a program build): the least recently used goes first. */
-#define PCL_AUTO_VIEWS 128
+ * Views are local and cheap to remake (a program build): the least recently used goes first.
+ * Room for the distinct buffers of a training step (two allreduces a layer of a large model's
+ * tensor parallelism), as many as the executor keeps programs for by default. */
+#define PCL_AUTO_VIEWS 1024
 
 /* One slot: an allocation span registered with every peer by one agreed exchange. */
 struct pcl_auto_alloc {
@@ -33,6 +35,7 @@ struct pcl_auto_alloc {
 
 /* A call's buffers inside two slots (or one twice), each rank's at its own offset. */
 struct pcl_auto_view {
+  uint64_t key; /* view_key of the fields below: compared first */
   uint32_t gen[2];
   uint64_t bytes[2];
   uint64_t *off;          /* [2][nranks]: into each rank's span */

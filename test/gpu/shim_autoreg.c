@@ -18,7 +18,8 @@
 #define BIG (1u << 20) /* the default PLANCCL_AUTO_REG_MIN */
 #define POISON SHIM_MP_POISON
 #define LOGGED "registered automatically"
-#define NFILL 64 /* PCL_VOTE_SLOTS */
+#define NFILL 64    /* PCL_VOTE_SLOTS */
+#define NVIEWS 1024 /* PCL_AUTO_VIEWS */
 
 typedef struct {
   ncclUniqueId id;
@@ -275,6 +276,17 @@ static int rank_main(int rank, int nranks, void *arg) {
   PCL_MP_CHECK(shim_mp_holds(b, n, POISON, 1) && logged(sh, rank) == want, 17);
   PCL_MP_CHECK(shim_mp_allreduce_checked(comm, in0, b, n, s, rank, cm), 18);
   PCL_MP_CHECK(logged(sh, rank) == (want += cm), 18);
+
+  /* More buffers than the views kept (PCL_AUTO_VIEWS): every rank's offset inside the cuMem
+   * span moves by 2 KiB a call, the ranks half the range apart; the least recently used views
+   * go (with their programs) and come back when their buffers do. No exchange. */
+  for (int k = 0; k <= NVIEWS + 1; k++) {
+    const size_t at = (size_t)((k + rank * NVIEWS / 2) % (NVIEWS + 1)) * 2048;
+    float *v = (float *)(uintptr_t)(seg.va + at);
+    PCL_MP_CHECK(at + BIG <= 2 * seg.gran, 26);
+    PCL_MP_CHECK(shim_mp_allreduce_checked(comm, v, v, n, s, rank, 1), 26);
+  }
+  PCL_MP_CHECK(logged(sh, rank) == want, 26);
 
   /* A full table (cudaMalloc memory, level 2): 64 new allocations take every slot, the oldest
    * going first. Then a call whose input is in the oldest slot and whose output is new: the

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Session 19, device call 8: shim_autoreg with the full-table case (64 allocations fill every
-# slot; a call whose input is in the oldest slot and whose output is new), both levels.
+# Session 19, device calls 8 and 11: shim_autoreg with the full-table case (64 allocations fill every
+# slot; a call whose input is in the oldest slot and whose output is new), both levels; call 11
+# with 1026 calls at per-rank offsets moving through a cuMem span (more views than kept).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PLANCCL_SOCKET_IFNAME=lo PCL_SOURCE_DIR=$PWD
