@@ -157,8 +157,8 @@ ncclResult_t pcl_exec_userbuf_view_at(pcl_exec_ctx_t *c, pcl_exec_window_t *win_
         !view_fits(w[k], off[k], bytes[k], cfg->nranks, cfg->rank)) {
       PCL_WARN(PCL_LOG_EXEC,
                "rank %d: the %s's copies (+%llu, at window offset %llu here) do not all lie "
-               "inside their ranks' windows: the ranks do not pass their buffers at matching "
-               "offsets of windows of one size",
+               "inside their ranks' windows (with symmetric windows: the ranks do not pass "
+               "their buffers at the same offsets of windows of one size)",
                cfg->rank, k ? "output" : "input", (unsigned long long)bytes[k],
                (unsigned long long)off[k][cfg->rank]);
       return ncclInvalidArgument;

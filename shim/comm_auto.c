@@ -4,11 +4,12 @@
  * call and kept per allocation, keyed by their identity, so that memory freed, remade or remapped
  * is seen and exchanged anew; later calls anywhere in them run through views with each rank's
  * own offsets and no exchange. Each rank sees only its own buffers, so every such call first
- * agrees through a vote in shared host memory (comm_vote.h): the ranks' tables hold the same
- * allocations in the same slots at all times, and every rank takes the same path. One-host
- * communicators of one rank per process only; never inside a capture or a group, whose calls vote
- * "no" without waiting and leave what they learn (slots to drop) to be carried out at the next
- * call outside them: nothing inside a capture may synchronise or free. */
+ * agrees through a vote in shared host memory (comm_vote.h): the ranks' tables change only by
+ * agreed rounds, so they hold the same allocations in the same slots whenever every rank votes
+ * from them, and every rank takes the same path. One-host communicators of one rank per process
+ * only; never inside a capture or a group, whose calls vote "no" without waiting and leave what
+ * they learn (slots to drop) to be carried out at the next call outside them: nothing inside a
+ * capture may synchronise or free. */
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -28,6 +29,14 @@ struct auto_setup {
   int64_t level, min_bytes, ok;
 };
 
+static void auto_free(struct pcl_comm_auto *t) {
+  if (t == NULL)
+    return;
+  pcl_free(t->call_chunk);
+  pcl_free(t->spans);
+  pcl_free(t);
+}
+
 ncclResult_t pcl_comm_auto_setup(struct pcl_comm_pcl *p) {
   ncclResult_t res = ncclSuccess;
   struct auto_setup *all = NULL;
@@ -40,8 +49,11 @@ ncclResult_t pcl_comm_auto_setup(struct pcl_comm_pcl *p) {
   all[p->rank].min_bytes = pcl_param_auto_reg_min();
   /* Made before the exchange, so that a rank out of host memory is known to all: alike off. */
   if (all[p->rank].level != 0 && PCL_CALLOC(t, 1, "auto-registration") != NULL &&
-      PCL_CALLOC(t->spans, (size_t)PCL_VOTE_SLOTS * (size_t)n, "auto-registration spans") == NULL) {
-    pcl_free(t);
+      (PCL_CALLOC(t->spans, (size_t)PCL_VOTE_SLOTS * (size_t)n, "auto-registration spans") ==
+           NULL ||
+       PCL_CALLOC(t->call_chunk, 2 * (size_t)PCL_MEM_MAX_CHUNKS, "auto-registration chunks") ==
+           NULL)) {
+    auto_free(t);
     t = NULL;
   }
   all[p->rank].ok = all[p->rank].level == 0 || t != NULL;
@@ -95,9 +107,7 @@ ncclResult_t pcl_comm_auto_setup(struct pcl_comm_pcl *p) {
   p->autoreg = t;
   t = NULL; /* the communicator's now */
 done:
-  if (t != NULL)
-    pcl_free(t->spans);
-  pcl_free(t);
+  auto_free(t);
   pcl_free(all);
   return res;
 }
@@ -119,8 +129,7 @@ void pcl_comm_auto_destroy(struct pcl_comm_pcl *p) {
            p->rank, (unsigned long long)t->rounds, (unsigned long long)t->exchanges,
            (unsigned long long)t->views);
   pcl_shm_destroy(t->shm);
-  pcl_free(t->spans);
-  pcl_free(t);
+  auto_free(t);
   p->autoreg = NULL;
 }
 
@@ -137,11 +146,13 @@ ncclResult_t pcl_comm_auto_agree(struct pcl_comm_pcl *p, const volatile uint32_t
   pcl_mem_identity_t id[2];
   ncclResult_t res = ncclSuccess;
   int prev = -1, round_ok = 0;
-  memset(&mine, 0, sizeof(mine)); /* PCL_VOTE_NO */
+  memset(&mine, 0, sizeof(mine));    /* PCL_VOTE_NO */
+  atomic_fetch_add(&t->in_round, 1); /* before anything of t is touched */
   t->pending = NULL;
-  if (t->broken)
+  if (t->broken) {
+    atomic_fetch_sub(&t->in_round, 1);
     return ncclRemoteError; /* WARNed when it broke */
-  atomic_fetch_add(&t->in_round, 1);
+  }
   t->ledger.abort_flag = abort_flag;
   cudaGetDevice(&prev);
   if (prev != p->cuda_dev)

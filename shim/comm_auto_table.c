@@ -32,6 +32,7 @@ void pcl_auto_slot_drop(struct pcl_comm_auto *t, int s) {
   if (x->done != NULL)
     cudaEventDestroy(x->done);
   pcl_exec_window_destroy(x->w);
+  pcl_free(x->chunk);
   uint64_t *span = x->span;
   memset(x, 0, sizeof(*x));
   x->span = span;
@@ -64,38 +65,35 @@ static int kind_ok(const struct pcl_comm_auto *t, int kind) {
   return kind == PCL_MEM_KIND_CUMEM_FD || (t->level >= 2 && kind == PCL_MEM_KIND_CUDA_IPC);
 }
 
-/* What one call learns of the slots' memory, each slot looked at once. */
-struct probe {
-  uint64_t checked, valid;
-};
-
-/* 1 when slot s's span is still the memory it exchanged. `buf`: the identity of a buffer inside
- * it, which answers without a driver walk when it spans the same allocations. */
-static int slot_valid(const struct pcl_comm_auto *t, int s, const pcl_mem_identity_t *buf,
-                      struct probe *pr) {
-  const uint64_t bit = 1ull << s;
-  const struct pcl_auto_alloc *x = &t->a[s];
-  if (!(pr->checked & bit)) {
-    pcl_mem_identity_t id = {0};
-    int ok;
-    if (buf != NULL && buf->base == x->base && buf->end == x->base + x->bytes)
-      ok = buf->digest == x->digest;
+/* 1 when the allocations behind a buffer (b[0..nb), ascending) are still those slot x exchanged
+ * at those addresses: a run of the slot's own. Only that part matters to a call through it (the
+ * peers read nothing else of the span for it); the rest is the turn check's. No driver call. */
+static int chunks_held(const struct pcl_auto_alloc *x, const pcl_mem_chunk_t *b, int nb) {
+  int lo = 0, hi = x->nchunk;
+  while (lo < hi) { /* the first of the slot's chunks at or past the buffer's first */
+    const int mid = (lo + hi) / 2;
+    if (x->chunk[mid].base < b[0].base)
+      lo = mid + 1;
     else
-      ok = pcl_mem_identity((const void *)(uintptr_t)x->base, x->bytes, &id) == ncclSuccess &&
-           id.kind != 0 && id.digest == x->digest;
-    pr->checked |= bit;
-    pr->valid |= ok ? bit : 0;
+      hi = mid;
   }
-  return (pr->valid & bit) != 0;
+  if (nb > x->nchunk - lo)
+    return 0;
+  for (int i = 0; i < nb; i++)
+    if (x->chunk[lo + i].base != b[i].base || x->chunk[lo + i].size != b[i].size ||
+        x->chunk[lo + i].id != b[i].id)
+      return 0;
+  return 1;
 }
 
 /* One side's vote: which live slots hold [ptr, + bytes) unchanged; those that hold its
  * addresses but not its memory any more are stale. 0 when the buffer cannot be registered. */
 static int side_vote(const struct pcl_comm_auto *t, const void *ptr, uint64_t bytes,
-                     pcl_mem_identity_t *id, pcl_vote_side_t *sd, uint64_t *stale,
-                     struct probe *pr) {
+                     pcl_mem_identity_t *id, pcl_mem_chunk_t *chunk, pcl_vote_side_t *sd,
+                     uint64_t *stale) {
   const uint64_t p = (uintptr_t)ptr;
-  if (pcl_mem_identity(ptr, bytes, id) != ncclSuccess || !kind_ok(t, id->kind))
+  if (pcl_mem_identity_chunks(ptr, bytes, id, chunk, (int)PCL_MEM_MAX_CHUNKS) != ncclSuccess ||
+      !kind_ok(t, id->kind))
     return 0;
   sd->ptr = p;
   sd->span = id->base;
@@ -104,7 +102,7 @@ static int side_vote(const struct pcl_comm_auto *t, const void *ptr, uint64_t by
     const struct pcl_auto_alloc *x = &t->a[s];
     if (!x->live || x->dead || p < x->base || bytes > x->bytes || p - x->base > x->bytes - bytes)
       continue;
-    if (slot_valid(t, s, id, pr))
+    if (chunks_held(x, chunk, id->nalloc))
       sd->held |= 1ull << s;
     else
       *stale |= 1ull << s;
@@ -112,31 +110,62 @@ static int side_vote(const struct pcl_comm_auto *t, const void *ptr, uint64_t by
   return 1;
 }
 
+/* The turn check: the next PCL_AUTO_SCAN_CHUNKS allocations of the slot under the cursor against
+ * what it exchanged; 1 << slot when they changed (the cursor then moves to the next slot). */
+static uint64_t scan_step(struct pcl_comm_auto *t) {
+  struct pcl_auto_alloc *x = NULL;
+  for (int k = 0; k <= PCL_VOTE_SLOTS && x == NULL; k++) {
+    struct pcl_auto_alloc *c = &t->a[t->scan_slot];
+    if (c->live && !c->dead && t->scan_chunk < c->nchunk)
+      x = c;
+    else {
+      t->scan_slot = (t->scan_slot + 1) % PCL_VOTE_SLOTS;
+      t->scan_chunk = 0;
+    }
+  }
+  if (x == NULL)
+    return 0;
+  const int k = t->scan_chunk,
+            m = x->nchunk - k < PCL_AUTO_SCAN_CHUNKS ? x->nchunk - k : PCL_AUTO_SCAN_CHUNKS;
+  const pcl_mem_chunk_t *first = &x->chunk[k], *last = &x->chunk[k + m - 1];
+  pcl_mem_identity_t id;
+  const int same = pcl_mem_identity_chunks((const void *)(uintptr_t)first->base,
+                                           last->base + last->size - first->base, &id, t->scan_buf,
+                                           PCL_AUTO_SCAN_CHUNKS) == ncclSuccess &&
+                   id.kind != 0 && id.nalloc == m &&
+                   memcmp(t->scan_buf, first, (size_t)m * sizeof(pcl_mem_chunk_t)) == 0;
+  const int s = t->scan_slot;
+  t->scan_chunk += m;
+  if (same)
+    return 0;
+  t->scan_chunk = x->nchunk; /* the slot goes: on to the next */
+  return 1ull << s;
+}
+
 /* This rank's vote: its buffers against its table. */
 pcl_vote_t pcl_auto_vote(struct pcl_comm_auto *t, const struct pcl_coll_args *a, uint64_t in_bytes,
                          uint64_t out_bytes, pcl_mem_identity_t id[2]) {
   pcl_vote_t v;
-  struct probe pr = {0, 0};
   memset(&v, 0, sizeof(v));
   v.kind = PCL_VOTE_AUTO;
-  if (!side_vote(t, a->sendbuff, in_bytes, &id[0], &v.side[0], &v.stale, &pr) ||
-      !side_vote(t, a->recvbuff, out_bytes, &id[1], &v.side[1], &v.stale, &pr)) {
+  if (!side_vote(t, a->sendbuff, in_bytes, &id[0], t->call_chunk, &v.side[0], &v.stale) ||
+      !side_vote(t, a->recvbuff, out_bytes, &id[1], t->call_chunk + PCL_MEM_MAX_CHUNKS, &v.side[1],
+                 &v.stale)) {
     memset(&v, 0, sizeof(v)); /* PCL_VOTE_NO */
     return v;
   }
   const uint64_t o = v.side[1].ptr;
   v.out_in_span = o >= id[0].base && out_bytes <= id[0].end - id[0].base &&
                   o - id[0].base <= id[0].end - id[0].base - out_bytes;
-  const int s = (int)(t->scan++ % PCL_VOTE_SLOTS);
-  if (t->a[s].live && !t->a[s].dead && !slot_valid(t, s, NULL, &pr))
-    v.stale |= 1ull << s;
+  v.stale |= scan_step(t);
   return v;
 }
 
 /* Registers this rank's span of side k with every peer in a free slot (or the oldest one's,
- * never `keep`): alike on every rank, as every rank's table is. Collective; a failure fails
- * alike everywhere (memchan.c) and is remembered in the slot, so later calls on that memory run
- * unregistered without retrying. */
+ * never `keep`): alike on every rank, as every rank's table is. Collective; a failure of the
+ * exchange fails alike everywhere (memchan.c) and is remembered in the slot, so later calls on
+ * that memory run unregistered without retrying (a rank out of host memory before the exchange
+ * leaves its peers to time out in the bootstrap, as elsewhere). */
 int pcl_auto_exchange(struct pcl_comm_pcl *p, struct pcl_comm_auto *t, int k,
                       const pcl_mem_identity_t *id, int keep) {
   int s = 0;
@@ -155,7 +184,11 @@ int pcl_auto_exchange(struct pcl_comm_pcl *p, struct pcl_comm_auto *t, int k,
   x->gen = t->next_gen++;
   x->base = id->base;
   x->bytes = id->end - id->base;
-  x->digest = id->digest;
+  /* Out of host memory: a slot no buffer matches, found stale and dropped alike later. */
+  x->nchunk = PCL_CALLOC(x->chunk, (size_t)id->nalloc, "auto-registration chunks") ? id->nalloc : 0;
+  if (x->nchunk > 0)
+    memcpy(x->chunk, t->call_chunk + (size_t)k * PCL_MEM_MAX_CHUNKS,
+           (size_t)x->nchunk * sizeof(pcl_mem_chunk_t));
   for (int r = 0; r < t->nranks; r++)
     x->span[r] = t->ledger.votes[r].side[k].span;
   t->exchanges++;

@@ -123,6 +123,16 @@ typedef struct {
  * behind [ptr, ptr + bytes). kind 0 for host memory, holes and ranges past their allocation. */
 ncclResult_t pcl_mem_identity(const void *ptr, size_t bytes, pcl_mem_identity_t *out);
 
+/* One allocation (mapping) behind a buffer: what the identity digests. */
+typedef struct {
+  uint64_t base, size, id; /* its address range and the driver's buffer id */
+} pcl_mem_chunk_t;
+
+/* pcl_mem_identity, and its allocations in ascending order in chunks[0 .. min(out->nalloc, max))
+ * (valid when out->kind is not 0): so that memory can be checked a part at a time. */
+ncclResult_t pcl_mem_identity_chunks(const void *ptr, size_t bytes, pcl_mem_identity_t *out,
+                                     pcl_mem_chunk_t *chunks, int max);
+
 /* ---- import (peer side) ---------------------------------------------------------------------- */
 
 typedef struct pcl_mem_import pcl_mem_import_t;

@@ -18,6 +18,11 @@ static uint64_t mix(uint64_t h, uint64_t v) {
 }
 
 ncclResult_t pcl_mem_identity(const void *ptr, size_t bytes, pcl_mem_identity_t *out) {
+  return pcl_mem_identity_chunks(ptr, bytes, out, NULL, 0);
+}
+
+ncclResult_t pcl_mem_identity_chunks(const void *ptr, size_t bytes, pcl_mem_identity_t *out,
+                                     pcl_mem_chunk_t *chunks, int max) {
   const pcl_cu_fns_t *cu = NULL;
   const CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr, end = p + bytes;
   unsigned int mtype = 0;
@@ -56,6 +61,8 @@ ncclResult_t pcl_mem_identity(const void *ptr, size_t bytes, pcl_mem_identity_t 
     h = mix(mix(mix(h, base), size), id);
     if (out->nalloc == 0)
       first = base;
+    if (out->nalloc < max)
+      chunks[out->nalloc] = (pcl_mem_chunk_t){base, size, id};
     out->nalloc++;
     if (out->nalloc > (int)PCL_MEM_MAX_CHUNKS)
       return ncclSuccess; /* more than a registration may span */

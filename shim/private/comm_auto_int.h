@@ -17,6 +17,9 @@
  * Room for the distinct buffers of a training step (two allreduces a layer of a large model's
  * tensor parallelism), as many as the executor keeps programs for by default. */
 #define PCL_AUTO_VIEWS 1024
+/* Mappings of a slot the turn check looks at per call (a cuMem span may have up to
+ * PCL_MEM_MAX_CHUNKS, each two or three driver queries). */
+#define PCL_AUTO_SCAN_CHUNKS 16
 
 /* One slot: an allocation span registered with every peer by one agreed exchange. */
 struct pcl_auto_alloc {
@@ -25,7 +28,8 @@ struct pcl_auto_alloc {
   uint32_t gen;  /* alike on every rank: the order of exchanges, for eviction */
   uint64_t base; /* this rank's span [base, base + bytes) */
   uint64_t bytes;
-  uint64_t digest;      /* its pcl_mem_identity at the exchange */
+  pcl_mem_chunk_t *chunk; /* [nchunk] the allocations behind the span at the exchange */
+  int nchunk;
   uint64_t *span;       /* [nranks] every rank's span base (the exchange round's votes) */
   pcl_exec_window_t *w; /* NULL: the exchange failed (alike everywhere): calls run unregistered */
   cudaEvent_t done;     /* recorded after each planned call through it */
@@ -53,9 +57,14 @@ struct pcl_comm_auto {
   pcl_vote_ledger_t ledger;
   _Atomic int in_round; /* a thread is in pcl_comm_auto_agree (ncclCommAbort waits for it) */
   uint32_t next_gen;
-  uint32_t scan; /* the slot checked beside the call's own, in turn: a freed allocation is seen
-                  * within PCL_VOTE_SLOTS calls even when no call names it again */
+  /* The turn check, beside the call's own buffers: PCL_AUTO_SCAN_CHUNKS mappings of slot
+   * scan_slot from scan_chunk on per call, so that a freed allocation is seen even when no call
+   * names it again. */
+  int scan_slot, scan_chunk;
   struct pcl_auto_alloc a[PCL_VOTE_SLOTS];
+  /* The call's buffers' allocations, [2][PCL_MEM_MAX_CHUNKS] (input, output), from the vote to
+   * the exchange that may copy them into a slot; and the turn check's. */
+  pcl_mem_chunk_t *call_chunk, scan_buf[PCL_AUTO_SCAN_CHUNKS];
   uint64_t *spans; /* [PCL_VOTE_SLOTS][nranks], the slots' span arrays */
   struct pcl_auto_view v[PCL_AUTO_VIEWS];
   int nview;
@@ -74,7 +83,8 @@ void pcl_auto_flush_dead(struct pcl_comm_auto *t);
 /* This rank's vote for a call, and its buffers' identities (id[2]: input, output). */
 pcl_vote_t pcl_auto_vote(struct pcl_comm_auto *t, const struct pcl_coll_args *a, uint64_t in_bytes,
                          uint64_t out_bytes, pcl_mem_identity_t id[2]);
-/* Collective: registers side k's span (id) in a slot other than `keep`; returns the slot. */
+/* Collective: registers side k's span (id, and the vote's chunks) in a slot other than `keep`;
+ * returns the slot. */
 int pcl_auto_exchange(struct pcl_comm_pcl *p, struct pcl_comm_auto *t, int k,
                       const pcl_mem_identity_t *id, int keep);
 /* The view of the last round's buffers in slots si (input) and so (output). */

@@ -44,8 +44,10 @@ typedef enum {
 typedef struct {
   int action;    /* pcl_vote_action_t */
   int slot[2];   /* USE_AUTO: a slot every rank holds the side in, or one of the above */
-  uint64_t drop; /* slots every rank drops before anything else (alike everywhere, so the
-                  * ranks' tables stay alike): those any rank found stale */
+  uint64_t drop; /* slots every rank drops (those any rank found stale): marked when the round
+                  * is read, freed before this round's exchanges (USE_AUTO) or at the rank's
+                  * next call outside groups and captures, so the tables are alike again
+                  * whenever every rank votes from them */
 } pcl_vote_outcome_t;
 
 /* Pure: the outcome every rank computes from the same votes of all n (<= PCL_VOTE_MAX_RANKS)

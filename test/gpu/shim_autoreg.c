@@ -221,7 +221,7 @@ static int rank_main(int rank, int nranks, void *arg) {
   /* Below PLANCCL_AUTO_REG_MIN: never registered (the small plan runs it unregistered). */
   PCL_MP_CHECK(shim_mp_allreduce_checked(comm, small, small + 4096, 4096, s, rank, 1), 11);
   PCL_MP_CHECK(logged(sh, rank) == want, 11);
-  /* In a group, and in a capture: unregistered, even for a pair already held. */
+  /* In a group, and in a capture: unregistered, even for buffers already held. */
   PCL_MP_CHECK(shim_mp_fill(b, n, POISON), 12);
   PCL_MP_CHECK(ncclGroupStart() == ncclSuccess, 12);
   PCL_MP_CHECK(ncclAllReduce(sb, b, n, ncclFloat, ncclSum, comm, s) == ncclSuccess, 12);
@@ -238,10 +238,10 @@ static int rank_main(int rank, int nranks, void *arg) {
   PCL_MP_CHECK(logged(sh, rank) == want, 13);
 
   /* Rank 0 in a capture (global mode, as PyTorch captures) while rank 1, outside one, finds its
-   * pair stale (its input freed and made again): the round runs unregistered (forwarded), and
-   * rank 0 must not drop its copy of that generation inside the capture (it would synchronise
+   * slot stale (its input freed and made again): the round runs unregistered (forwarded), and
+   * rank 0 must not drop its copy of that slot inside the capture (it would synchronise
    * and free, which invalidates the capture); it drops it at its next call outside, where both
-   * then exchange the pair anew. */
+   * then exchange that allocation anew. */
   if (rank == 1) {
     PCL_MP_CHECK(cudaFree(a) == cudaSuccess, 16);
     a = NULL;
@@ -253,7 +253,7 @@ static int rank_main(int rank, int nranks, void *arg) {
   if (rank == 0) {
     cudaGraph_t g2 = NULL;
     cudaGraphExec_t ge2 = NULL;
-    usleep(200 * 1000); /* rank 1 has voted by then: its stale generation is known in the capture */
+    usleep(200 * 1000); /* rank 1 has voted by then: its stale slot is known in the capture */
     PCL_MP_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess, 16);
     ncclResult_t r2 = ncclAllReduce(c, b, n, ncclFloat, ncclSum, comm, s);
     cudaError_t e2 = cudaStreamEndCapture(s, &g2);
@@ -265,7 +265,7 @@ static int rank_main(int rank, int nranks, void *arg) {
     if (g2 != NULL)
       cudaGraphDestroy(g2);
     if (!ok)
-      fprintf(stderr, "capture beside a stale pair: call %d, end capture %s\n", (int)r2,
+      fprintf(stderr, "capture beside a stale slot: call %d, end capture %s\n", (int)r2,
               cudaGetErrorString(e2));
     PCL_MP_CHECK(ok, 17);
   } else {
