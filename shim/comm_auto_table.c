@@ -65,27 +65,6 @@ static int kind_ok(const struct pcl_comm_auto *t, int kind) {
   return kind == PCL_MEM_KIND_CUMEM_FD || (t->level >= 2 && kind == PCL_MEM_KIND_CUDA_IPC);
 }
 
-/* 1 when the allocations behind a buffer (b[0..nb), ascending) are still those slot x exchanged
- * at those addresses: a run of the slot's own. Only that part matters to a call through it (the
- * peers read nothing else of the span for it); the rest is the turn check's. No driver call. */
-static int chunks_held(const struct pcl_auto_alloc *x, const pcl_mem_chunk_t *b, int nb) {
-  int lo = 0, hi = x->nchunk;
-  while (lo < hi) { /* the first of the slot's chunks at or past the buffer's first */
-    const int mid = (lo + hi) / 2;
-    if (x->chunk[mid].base < b[0].base)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  if (nb > x->nchunk - lo)
-    return 0;
-  for (int i = 0; i < nb; i++)
-    if (x->chunk[lo + i].base != b[i].base || x->chunk[lo + i].size != b[i].size ||
-        x->chunk[lo + i].id != b[i].id)
-      return 0;
-  return 1;
-}
-
 /* One side's vote: which live slots hold [ptr, + bytes) unchanged; those that hold its
  * addresses but not its memory any more are stale. 0 when the buffer cannot be registered. */
 static int side_vote(const struct pcl_comm_auto *t, const void *ptr, uint64_t bytes,
@@ -102,7 +81,9 @@ static int side_vote(const struct pcl_comm_auto *t, const void *ptr, uint64_t by
     const struct pcl_auto_alloc *x = &t->a[s];
     if (!x->live || x->dead || p < x->base || bytes > x->bytes || p - x->base > x->bytes - bytes)
       continue;
-    if (chunks_held(x, chunk, id->nalloc))
+    /* Only the allocations under the buffer matter to a call through the slot (the peers read
+     * nothing else of the span for it); the rest is the turn check's. No driver call. */
+    if (pcl_vote_chunks_held(x->chunk, x->nchunk, chunk, id->nalloc))
       sd->held |= 1ull << s;
     else
       *stale |= 1ull << s;
@@ -168,15 +149,13 @@ pcl_vote_t pcl_auto_vote(struct pcl_comm_auto *t, const struct pcl_coll_args *a,
  * leaves its peers to time out in the bootstrap, as elsewhere). */
 int pcl_auto_exchange(struct pcl_comm_pcl *p, struct pcl_comm_auto *t, int k,
                       const pcl_mem_identity_t *id, int keep) {
-  int s = 0;
-  while (s < PCL_VOTE_SLOTS && t->a[s].live)
-    s++;
-  if (s == PCL_VOTE_SLOTS) { /* full: the oldest exchange goes */
-    s = keep == 0 ? 1 : 0;
-    for (int i = s + 1; i < PCL_VOTE_SLOTS; i++)
-      if (i != keep && t->a[i].gen < t->a[s].gen)
-        s = i;
+  uint64_t live = 0;
+  uint32_t gen[PCL_VOTE_SLOTS];
+  for (int i = 0; i < PCL_VOTE_SLOTS; i++) {
+    live |= (uint64_t)(t->a[i].live != 0) << i;
+    gen[i] = t->a[i].gen;
   }
+  const int s = pcl_vote_pick_slot(live, gen, keep);
   if (t->a[s].live)
     pcl_auto_slot_drop(t, s);
   struct pcl_auto_alloc *x = &t->a[s];

@@ -54,6 +54,34 @@ void pcl_vote_decide(const pcl_vote_t *v, int n, pcl_vote_outcome_t *o) {
     o->slot[1] = PCL_VOTE_AS_INPUT;
 }
 
+int pcl_vote_pick_slot(uint64_t live, const uint32_t gen[PCL_VOTE_SLOTS], int keep) {
+  int s = -1;
+  if (~live != 0)
+    return __builtin_ctzll(~live);
+  for (int i = 0; i < PCL_VOTE_SLOTS; i++) /* full: the oldest exchange goes */
+    if (i != keep && (s < 0 || gen[i] < gen[s]))
+      s = i;
+  return s;
+}
+
+int pcl_vote_chunks_held(const pcl_mem_chunk_t *have, int nhave, const pcl_mem_chunk_t *b, int nb) {
+  int lo = 0, hi = nhave;
+  while (lo < hi) { /* the first of the slot's at or past the buffer's first */
+    const int mid = (lo + hi) / 2;
+    if (have[mid].base < b[0].base)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (nb < 1 || nb > nhave - lo)
+    return 0;
+  for (int i = 0; i < nb; i++)
+    if (have[lo + i].base != b[i].base || have[lo + i].size != b[i].size ||
+        have[lo + i].id != b[i].id)
+      return 0;
+  return 1;
+}
+
 /* The board: a header line (the round some rank gave up on, 0 while healthy), then per rank a
  * line holding the last round it has read and PCL_VOTE_DEPTH slots. A slot holds round k at
  * index k % PCL_VOTE_DEPTH; its owner rewrites it for round k + PCL_VOTE_DEPTH only after every

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <nccl.h>
+#include "mem.h"
 
 #define PCL_VOTE_MAX_RANKS 64 /* ranks of one host that may vote */
 #define PCL_VOTE_SLOTS 64     /* slots of the ranks' registration tables (a bit each) */
@@ -53,6 +54,15 @@ typedef struct {
 /* Pure: the outcome every rank computes from the same votes of all n (<= PCL_VOTE_MAX_RANKS)
  * ranks. A side held in several common slots uses the lowest. */
 void pcl_vote_decide(const pcl_vote_t *votes, int n, pcl_vote_outcome_t *out);
+
+/* Pure, what a rank's table needs to stay alike everywhere and to vote from (comm_auto_table.c).
+ * The slot an exchange fills: the lowest one not live (bit s of `live`), else the live one of the
+ * oldest generation, never `keep` (a slot the call's other side uses; negative: none). */
+int pcl_vote_pick_slot(uint64_t live, const uint32_t gen[PCL_VOTE_SLOTS], int keep);
+/* 1 when the allocations behind a buffer (b[0 .. nb), ascending, nb >= 1) are a run of those a
+ * slot exchanged (have[0 .. nhave), ascending), each at the same address with the same size and
+ * driver buffer id: the slot still holds that buffer's memory. */
+int pcl_vote_chunks_held(const pcl_mem_chunk_t *have, int nhave, const pcl_mem_chunk_t *b, int nb);
 
 /* Rounds a rank may post ahead of the slowest reader of the board. A rank that votes NO (inside
  * a group or a capture) posts without waiting for the others and reads the round later, so the

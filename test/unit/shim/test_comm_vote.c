@@ -107,6 +107,62 @@ START_TEST(test_decide) {
 }
 END_TEST
 
+/* The slot an exchange fills: free ones first (lowest), else the oldest, never the one the
+ * call's other side is about to use. */
+START_TEST(test_pick_slot) {
+  uint32_t gen[PCL_VOTE_SLOTS];
+  for (int i = 0; i < PCL_VOTE_SLOTS; i++)
+    gen[i] = 100u + (uint32_t)((i * 37) % PCL_VOTE_SLOTS); /* a permutation: all differ */
+  ck_assert_int_eq(pcl_vote_pick_slot(0, gen, -1), 0);
+  ck_assert_int_eq(pcl_vote_pick_slot(B(0) | B(1) | B(3), gen, -1), 2);
+  ck_assert_int_eq(pcl_vote_pick_slot(~B(63), gen, 5), 63);
+  /* Full: the oldest generation (slot 0 has 100). */
+  ck_assert_int_eq(pcl_vote_pick_slot(~0ull, gen, -1), 0);
+  ck_assert_int_eq(pcl_vote_pick_slot(~0ull, gen, PCL_VOTE_EXCHANGE), 0);
+  /* The oldest is the other side's: the next oldest (101 is slot i with i * 37 = 1 mod 64). */
+  int next = 0;
+  while (gen[next] != 101u)
+    next++;
+  ck_assert_int_eq(pcl_vote_pick_slot(~0ull, gen, 0), next);
+  /* Whatever is kept, the result is live, not kept, and no older slot but the kept one exists. */
+  for (int keep = 0; keep < PCL_VOTE_SLOTS; keep++) {
+    const int s = pcl_vote_pick_slot(~0ull, gen, keep);
+    ck_assert_int_ne(s, keep);
+    for (int i = 0; i < PCL_VOTE_SLOTS; i++)
+      ck_assert(i == keep || gen[i] >= gen[s]);
+  }
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+#define CH(b, sz, id) ((pcl_mem_chunk_t){(b), (sz), (id)})
+
+/* A buffer's allocations against a slot's: a run of them at the same addresses, sizes and ids. */
+START_TEST(test_chunks_held) {
+  const uint64_t M = 2u << 20;
+  const pcl_mem_chunk_t slot[4] = {CH(10 * M, M, 1), CH(11 * M, M, 2), CH(12 * M, 2 * M, 3),
+                                   CH(14 * M, M, 4)};
+  const pcl_mem_chunk_t a[2] = {CH(11 * M, M, 2), CH(12 * M, 2 * M, 3)};
+  ck_assert(pcl_vote_chunks_held(slot, 4, a, 2));
+  ck_assert(pcl_vote_chunks_held(slot, 4, slot, 4));
+  ck_assert(pcl_vote_chunks_held(slot, 4, &slot[3], 1));
+  /* Remapped: another buffer id at the same place. */
+  const pcl_mem_chunk_t b[2] = {CH(11 * M, M, 2), CH(12 * M, 2 * M, 9)};
+  ck_assert(!pcl_vote_chunks_held(slot, 4, b, 2));
+  /* Remade in other sizes (one mapping split in two). */
+  const pcl_mem_chunk_t c[2] = {CH(12 * M, M, 3), CH(13 * M, M, 5)};
+  ck_assert(!pcl_vote_chunks_held(slot, 4, c, 2));
+  /* Running past the slot's last, before its first, between two of its bases. */
+  const pcl_mem_chunk_t d[2] = {CH(14 * M, M, 4), CH(15 * M, M, 6)};
+  ck_assert(!pcl_vote_chunks_held(slot, 4, d, 2));
+  ck_assert(!pcl_vote_chunks_held(slot, 4, &CH(9 * M, M, 1), 1));
+  ck_assert(!pcl_vote_chunks_held(slot, 4, &CH(11 * M + 4096, M, 2), 1));
+  /* A slot that kept nothing (out of host memory at its exchange) holds nothing. */
+  ck_assert(!pcl_vote_chunks_held(NULL, 0, a, 1));
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 #define NR 3
 #define ROUNDS 3000
 
@@ -371,6 +427,8 @@ TCase *dispatch_tcase_comm_vote(void) {
   TCase *tc = tcase_create("comm_vote");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_decide);
+  tcase_add_test(tc, test_pick_slot);
+  tcase_add_test(tc, test_chunks_held);
   tcase_add_test(tc, test_rounds_agree);
   tcase_add_test(tc, test_no_runs_ahead);
   tcase_add_test(tc, test_group_reorder);
