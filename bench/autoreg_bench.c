@@ -89,13 +89,13 @@ static int rank_main(int rank, void *arg) {
           cudaMemsetAsync(o, 0xff, sh->bytes, s) != cudaSuccess ||
           cudaStreamSynchronize(s) != cudaSuccess || bench_barrier_wait(&sh->bar) != 0)
         goto out;
-      const double a = bench_clock_us();
+      const double a = bench_now_us();
       if (nccl.allreduce(in, o, n, ncclFloat, ncclSum, comm, s) != ncclSuccess)
         goto out;
-      tc[i] = bench_clock_us() - a;
+      tc[i] = bench_now_us() - a;
       if (cudaStreamSynchronize(s) != cudaSuccess)
         goto out;
-      t[i] = bench_clock_us() - a;
+      t[i] = bench_now_us() - a;
       float got[2] = {0, 0};
       if (cudaMemcpy(&got[0], o, sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess ||
           cudaMemcpy(&got[1], o + n - 1, sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)

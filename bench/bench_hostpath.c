@@ -2,22 +2,11 @@
  * planccl-bench --hostpath (bench_hostpath.h): host time of one call against the launch floors;
  * the output lines keep the format scripts/gpu_check.sh and run.sh grep ("# host path"). */
 #include "bench_hostpath.h"
+#include "bench_time.h"
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 enum { HOST_N = 4096 };
-
-static double now_us(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 typedef enum { TIME_CALL, TIME_MEMSET, TIME_FLOOR } what_t;
 
@@ -37,11 +26,11 @@ static int host_times(int rank, cudaStream_t s, bench_barrier_t *bar, what_t wha
       if (what == TIME_CALL && bench_barrier_wait(bar) != 0)
         goto out;
     }
-    double a = now_us();
+    double a = bench_now_us();
     int e = what == TIME_CALL     ? call(ctx)
             : what == TIME_MEMSET ? (int)cudaMemsetAsync(scratch, 0, 16, s)
                                   : pcl_bench_launch(lch, variant, s);
-    t[i] = now_us() - a;
+    t[i] = bench_now_us() - a;
     if (e != 0) {
       fprintf(stderr, "rank %d: host path timing failed: error %d\n", rank, e);
       goto out;
@@ -49,7 +38,7 @@ static int host_times(int rank, cudaStream_t s, bench_barrier_t *bar, what_t wha
   }
   if (cudaStreamSynchronize(s) != cudaSuccess)
     goto out;
-  qsort(t, (size_t)n, sizeof(double), cmp_double);
+  qsort(t, (size_t)n, sizeof(double), bench_cmp_double);
   *med = t[n / 2];
   *p99 = t[((size_t)n * 99) / 100];
   if (max != NULL)

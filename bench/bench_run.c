@@ -5,15 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include "bench_run_int.h"
-
-double bench_now_us(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
 
 static int comms_init(drv_t *d) {
   const bench_opts_t *o = d->o;

@@ -8,6 +8,7 @@
 #include "bench_hostpath.h"
 #include "bench_lib.h"
 #include "bench_report.h"
+#include "bench_time.h" /* bench_now_us */
 
 typedef struct {
   const bench_opts_t *o;
@@ -31,7 +32,5 @@ int bench_gpu_count(int keep_parent_clean);
 /* Asks planccl (through its environment, read once at its first use) to log the path of each
  * (collective, size class, placement) to `log`, unless the user set PLANCCL_DEBUG. */
 void bench_path_log_env(const char *log);
-
-double bench_now_us(void);
 
 #endif

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT
- * The small benches' clock and percentiles (planccl-votebench, planccl-autoregbench): the
- * monotonic clock in microseconds and a sample's median and upper percentile. */
+ * The benches' clock and percentiles: the monotonic clock in microseconds and a sample's median
+ * and upper percentile. */
 #ifndef PCL_BENCH_TIME_H
 #define PCL_BENCH_TIME_H
 
 #include <stdlib.h>
 #include <time.h>
 
-static inline double bench_clock_us(void) {
+static inline double bench_now_us(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;

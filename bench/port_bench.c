@@ -13,10 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include "bench_opts.h"
 #include "bench_spawn.h"
+#include "bench_time.h"
 #include "bootstrap.h"
 #include "param.h"
 #include "port_floor.h"
@@ -65,12 +65,6 @@ typedef struct {
   uint64_t flags_seen;
 } rank_t;
 
-static double now_us(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
 static unsigned char pattern(int rank, size_t bytes, size_t i) {
   return (unsigned char)(rank * 37 + bytes * 5 + i * 11 + (i >> 10));
 }
@@ -78,14 +72,14 @@ static unsigned char pattern(int rank, size_t bytes, size_t i) {
 /* Waits for the peer's next flag; 0, or -1 on a proxy error or after 30 s. */
 static int wait_flag(rank_t *r) {
   r->flags_seen++;
-  double end = now_us() + 30e6;
+  double end = bench_now_us() + 30e6;
   for (unsigned spin = 0;; spin++) {
     if (atomic_load_explicit((_Atomic uint64_t *)r->sem, memory_order_acquire) >= r->flags_seen)
       return 0;
     /* The waiter stands in for a GPU kernel: it must not take the proxy's or the receiver's
      * core, so it yields between polls. */
     sched_yield();
-    if ((spin & 1023u) == 0 && (pcl_proxy_error(r->px) != ncclSuccess || now_us() > end)) {
+    if ((spin & 1023u) == 0 && (pcl_proxy_error(r->px) != ncclSuccess || bench_now_us() > end)) {
       fprintf(stderr, "planccl-portbench: rank %d: no flag %llu from rank %d\n", r->rank,
               (unsigned long long)r->flags_seen, r->peer);
       return -1;
@@ -153,12 +147,12 @@ static int bandwidth(rank_t *r, shared_t *sh, int s) {
   }
   if (pcl_bootstrap_barrier(r->b) != ncclSuccess)
     return -1;
-  double t0 = now_us();
+  double t0 = bench_now_us();
   for (int it = 0; it < r->o->iters; it++)
     if (exchange(r, sh, s, 0) != 0)
       return -1;
   if (r->rank == 0)
-    sh->us_per_msg[s] = (now_us() - t0) / r->o->iters;
+    sh->us_per_msg[s] = (bench_now_us() - t0) / r->o->iters;
   else if (check_dst(r, sh, s) != 0)
     return -1;
   return pcl_bootstrap_barrier(r->b) == ncclSuccess ? 0 : -1;
@@ -183,8 +177,8 @@ static void quiet_then_launch(rank_t *r, shared_t *sh) {
   sh->dozing[r->rank] += pcl_proxy_dozing(r->px);
   if (!r->o->no_kick)
     pcl_proxy_expect(r->px);
-  const double go = now_us() + LAUNCH_US;
-  while (now_us() < go)
+  const double go = bench_now_us() + LAUNCH_US;
+  while (bench_now_us() < go)
     ;
 }
 
@@ -213,7 +207,7 @@ static int latency(rank_t *r, shared_t *sh) {
     const uint32_t off = (uint32_t)(((size_t)it % slots) * 8);
     if (r->o->gap_us > 0)
       quiet_then_launch(r, sh);
-    double t0 = now_us();
+    double t0 = bench_now_us();
     if (r->rank == 1) {
       if (wait_flag(r) != 0)
         return -1;
@@ -227,7 +221,7 @@ static int latency(rank_t *r, shared_t *sh) {
         return -1;
       if (!r->o->device && dst[off / 8] != (uint64_t)it)
         sh->lat_wrong++;
-      sh->lat_us[it] = (now_us() - t0) / 2;
+      sh->lat_us[it] = (bench_now_us() - t0) / 2;
       sh->lat_n = it + 1;
     }
   }
@@ -250,12 +244,12 @@ static int tcp_floor(rank_t *r, shared_t *sh) {
     return -1;
   for (int it = 0; it < r->o->lat_iters; it++) {
     uint64_t v = (uint64_t)it, got = ~0ull;
-    double t0 = now_us();
+    double t0 = bench_now_us();
     if (r->rank == 0) {
       if (pcl_socket_send(fd, &v, 8, &w) != ncclSuccess ||
           pcl_socket_recv(fd, &got, 8, &w) != ncclSuccess)
         goto out;
-      sh->floor_us[it] = (now_us() - t0) / 2;
+      sh->floor_us[it] = (bench_now_us() - t0) / 2;
       sh->floor_wrong += got != v;
       sh->floor_n = it + 1;
     } else if (pcl_socket_recv(fd, &got, 8, &w) != ncclSuccess ||
@@ -419,11 +413,6 @@ static int parse(int argc, char **argv, opts_t *o) {
   return 0;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 static int report(shared_t *sh) {
   int bad = sh->lat_wrong != 0 || sh->lat_n != sh->o.lat_iters;
   printf("# planccl-portbench: TCP port channels between 2 %s (loopback), %s memory, "
@@ -437,7 +426,7 @@ static int report(shared_t *sh) {
     bad |= sh->wrong[s] != 0;
   }
   if (sh->lat_n > 0) {
-    qsort(sh->lat_us, (size_t)sh->lat_n, sizeof(double), cmp_double);
+    qsort(sh->lat_us, (size_t)sh->lat_n, sizeof(double), bench_cmp_double);
     char gap[128] = "";
     if (sh->o.gap_us > 0)
       snprintf(gap, sizeof(gap),
@@ -452,7 +441,7 @@ static int report(shared_t *sh) {
   }
   bad |= sh->floor_wrong != 0 || sh->floor_n != sh->o.lat_iters;
   if (sh->floor_n > 0) {
-    qsort(sh->floor_us, (size_t)sh->floor_n, sizeof(double), cmp_double);
+    qsort(sh->floor_us, (size_t)sh->floor_n, sizeof(double), bench_cmp_double);
     printf("# plain TCP socket between the same processes, 8 bytes one way (the host's floor): "
            "median %.2f us, p99 %.2f us, #wrong %d\n",
            sh->floor_us[sh->floor_n / 2], sh->floor_us[(int)floor(0.99 * (sh->floor_n - 1))],

@@ -43,22 +43,22 @@ static int rank_main(int rank, void *arg) {
     goto out;
   pcl_vote_ledger_init(&L, g_board, nranks, rank, 30, NULL, NULL, NULL);
   for (int i = 0; i < warm + sh->rounds; i++) {
-    double a = bench_clock_us();
+    double a = bench_now_us();
     if (pcl_vote_round(&L, mine, &o) != ncclSuccess || o.action != PCL_VOTE_USE_AUTO ||
         o.slot[0] != 1)
       goto out;
     if (i >= warm)
-      t[i - warm] = bench_clock_us() - a;
+      t[i - warm] = bench_now_us() - a;
   }
   if (rank == 0)
     stats(t, sh->rounds, &sh->vote_med, &sh->vote_p99);
   for (int i = 0; i < 10 + sh->boot_rounds; i++) {
     all[rank] = (uint64_t)i;
-    double a = bench_clock_us();
+    double a = bench_now_us();
     if (pcl_bootstrap_allgather(b, all, sizeof(all[0])) != ncclSuccess)
       goto out;
     if (i >= 10)
-      t[i - 10] = bench_clock_us() - a;
+      t[i - 10] = bench_now_us() - a;
   }
   if (rank == 0)
     stats(t, sh->boot_rounds, &sh->boot_med, &sh->boot_p99);
