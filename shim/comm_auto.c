@@ -16,13 +16,9 @@
 #include <cuda_runtime_api.h>
 #include "alloc.h"
 #include "comm_auto_int.h"
-#include "dispatch.h"
-#include "exec.h"
 #include "log.h"
-#include "mem.h"
 #include "param.h"
 #include "pcl_check.h"
-#include "shm.h"
 #include "topo.h"
 
 struct auto_setup {

@@ -14,7 +14,9 @@ static void view_drop(struct pcl_comm_auto *t, int i) {
     t->pending = NULL;
   pcl_exec_userbuf_destroy(x->ub); /* its programs go too; a running one's image waits */
   pcl_free(x->off);
-  t->v[i] = t->v[--t->nview];
+  t->nview--;
+  t->v[i] = t->v[t->nview];
+  t->vkey[i] = t->vkey[t->nview];
 }
 
 /* Frees slot s: its views, then, once the last kernel through it ended, its window. */
@@ -113,8 +115,7 @@ static uint64_t scan_step(struct pcl_comm_auto *t) {
   const int same = pcl_mem_identity_chunks((const void *)(uintptr_t)first->base,
                                            last->base + last->size - first->base, &id, t->scan_buf,
                                            PCL_AUTO_SCAN_CHUNKS) == ncclSuccess &&
-                   id.kind != 0 && id.nalloc == m &&
-                   memcmp(t->scan_buf, first, (size_t)m * sizeof(pcl_mem_chunk_t)) == 0;
+                   id.kind != 0 && id.nalloc == m && pcl_vote_chunks_held(first, m, t->scan_buf, m);
   const int s = t->scan_slot;
   t->scan_chunk += m;
   if (same)
@@ -221,7 +222,7 @@ ncclResult_t pcl_auto_view_get(struct pcl_comm_pcl *p, struct pcl_comm_auto *t, 
   t->tick++;
   for (int i = 0; i < t->nview; i++) {
     struct pcl_auto_view *x = &t->v[i];
-    if (x->key == key && x->gen[0] == t->a[si].gen && x->gen[1] == t->a[so].gen &&
+    if (t->vkey[i] == key && x->gen[0] == t->a[si].gen && x->gen[1] == t->a[so].gen &&
         x->bytes[0] == in_bytes && x->bytes[1] == out_bytes &&
         memcmp(x->off, off, 2 * (size_t)n * sizeof(uint64_t)) == 0) {
       x->tick = t->tick;
@@ -243,7 +244,7 @@ ncclResult_t pcl_auto_view_get(struct pcl_comm_pcl *p, struct pcl_comm_auto *t, 
                                           out_bytes, &x->ub),
                  res, fail);
   memcpy(x->off, off, 2 * (size_t)n * sizeof(uint64_t));
-  x->key = key;
+  t->vkey[t->nview] = key;
   for (int k = 0; k < 2; k++) {
     x->gen[k] = t->a[slot[k]].gen;
     x->bytes[k] = bytes[k];

@@ -39,12 +39,11 @@ struct pcl_auto_alloc {
 
 /* A call's buffers inside two slots (or one twice), each rank's at its own offset. */
 struct pcl_auto_view {
-  uint64_t key; /* view_key of the fields below: compared first */
   uint32_t gen[2];
   uint64_t bytes[2];
-  uint64_t *off;          /* [2][nranks]: into each rank's span */
-  pcl_exec_userbuf_t *ub; /* NULL: the view could not be made (WARNed): unregistered */
-  uint64_t tick;          /* last use */
+  uint64_t *off; /* [2][nranks]: into each rank's span */
+  pcl_exec_userbuf_t *ub;
+  uint64_t tick; /* last use */
 };
 
 struct pcl_comm_auto {
@@ -67,6 +66,7 @@ struct pcl_comm_auto {
   pcl_mem_chunk_t *call_chunk, scan_buf[PCL_AUTO_SCAN_CHUNKS];
   uint64_t *spans; /* [PCL_VOTE_SLOTS][nranks], the slots' span arrays */
   struct pcl_auto_view v[PCL_AUTO_VIEWS];
+  uint64_t vkey[PCL_AUTO_VIEWS]; /* v[i]'s view_key, apart: every call's search reads only these */
   int nview;
   uint64_t tick;
   const pcl_exec_userbuf_t *pending; /* the last agreement's view, for pcl_comm_auto_launched */
