@@ -23,8 +23,10 @@ else
   fi
 fi
 
-# Private headers live in <module>/private/, the one include directory a module's targets do not
-# export, and only that module (and tests) include them.
+# Private headers live in <module>/private/ (or <module>/<folder>/private/), the include
+# directories a module's targets do not export, and only files under that directory's parent
+# (and tests) include them: executor/private/ serves all of executor/, executor/plan/private/
+# only executor/plan/.
 while IFS= read -r hdr; do
   name=$(basename "$hdr")
   dir=$(dirname "$hdr")
@@ -38,8 +40,8 @@ while IFS= read -r hdr; do
   esac
   while IFS= read -r user; do
     case "$user" in test/*) continue ;; esac
-    case "$(dirname "$user")" in
-    "$module" | "$module/private") ;;
+    case "$user" in
+    "$module"/*) ;;
     *)
       echo "$user: includes $hdr, private to $module/"
       status=1

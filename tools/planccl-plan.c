@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT
  * planccl-plan: validate, simulate, show and graph execution plans from the command line
- * (the simulator is the CPU model of the GPU executor, see executor/sim.h). */
+ * (the simulator is the CPU model of the GPU executor, see executor/sim/sim.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

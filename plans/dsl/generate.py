@@ -39,7 +39,7 @@ NEW = dict(blocks=8, threads=512)
 LL2_NGPU = dict(lo=64 * KIB + 1, hi=1 * MIB)
 SIMPLE_AR = dict(blocks=8, threads=1024, lo=16, hi=32 * MIB, priority=-1)
 # The pipelined allreduce covers every larger size: calls whose scratch would exceed the
-# communicator's run in segments of it (executor/exec_segment.c), so its range ends at 1 GiB.
+# communicator's run in segments of it (executor/exec/exec_segment.c), so its range ends at 1 GiB.
 PIPE_AR = dict(blocks=1, threads=1024, lo=16, hi=1024 * MIB, unit=16 * KIB, instances=8,
                priority=-2)
 SIMPLE_AG_RS = dict(blocks=8, threads=1024, lo=16, hi=64 * MIB, priority=-1)
@@ -50,7 +50,7 @@ BCAST_SIMPLE = dict(blocks=8, threads=1024, lo=16, hi=1024 * MIB, priority=-1)
 # Reduce: the broadcast's shapes (the same traffic, reversed). The Simple root's scratch holds
 # n - 1 inputs, more than 4 GiB at 8 ranks above 585 MiB: such calls cannot run whole, but they
 # run in segments of the communicator's scratch like any larger call (sized from the plans, up
-# to its 64 MiB cap: shim/comm_res.c; executor/plan_layout.c, pcl_plan_size_selectable).
+# to its 64 MiB cap: shim/comm/comm_res.c; executor/plan/plan_layout.c, pcl_plan_size_selectable).
 REDUCE_LL = dict(BCAST_LL)
 REDUCE_SIMPLE = dict(BCAST_SIMPLE)
 RS_LL_2GPU = dict(blocks=8, threads=512, lo=32, hi=256 * KIB)

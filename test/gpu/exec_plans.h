@@ -45,7 +45,7 @@ typedef struct {
   const char *filter; /* comma-separated substrings of plan names; NULL = every plan */
   int ngpus;
   /* Each rank's scratch (--scratch-bytes; 0: 64 MiB). Smaller makes staged calls run in
-   * segments (executor/exec_segment.c). */
+   * segments (executor/exec/exec_segment.c). */
   uint64_t scratch_bytes;
   uint64_t
       first_flag; /* --first-flag: every context's flag slots start there (pcl_exec_config_t) */

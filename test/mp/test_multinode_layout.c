@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT
  * Ranks as processes posing as hosts (PLANCCL_HOST_ID): the real bootstrap and topology exchange,
- * then the communicator layout (shim/comm_layout.c) decided on every rank from the exchanged
+ * then the communicator layout (shim/comm/comm_layout.c) decided on every rank from the exchanged
  * facts, checked to be one verdict (refusals with identical reasons, mirrored channels). No GPU. */
 #define _GNU_SOURCE
 #include <stdio.h>

@@ -8,7 +8,7 @@ import re
 import threading
 import time
 
-# The NCCL collectives planccl can run on a plan (shim/dispatch_decide.c, plan_coll).
+# The NCCL collectives planccl can run on a plan (shim/dispatch/dispatch_decide.c, plan_coll).
 PLANNED_COLLS = ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce")
 _JSON_COLL = {"allreduce": "AllReduce", "allgather": "AllGather", "reducescatter": "ReduceScatter",
               "broadcast": "Broadcast", "reduce": "Reduce"}
@@ -49,7 +49,7 @@ class Plan:
         return self.inplace if inplace else (not self.inplace or self.outofplace_ok)
 
     def runnable(self, nbytes):
-        # executor/plan_layout.c pcl_plan_size_runnable, less the scratch cap (2 MiB-class plans
+        # executor/plan/plan_layout.c pcl_plan_size_runnable, less the scratch cap (2 MiB-class plans
         # never reach it).
         if nbytes == 0 or nbytes < self.min or nbytes > self.max:
             return False
@@ -154,7 +154,7 @@ class Table:
         return sorted(b for b in out if b > 0 and b % unit == 0 and b <= limit)
 
 
-# ---- PLANCCL_STATS=1 output (shim/stats.c) ----
+# ---- PLANCCL_STATS=1 output (shim/dispatch/stats.c) ----
 _HEAD = re.compile(r"^planccl stats: comm (\S+) rank (\d+) of (\d+), device (-?\d+), "
                    r"(planned|pass-through)(?:: (.*))?$")
 _ROW = re.compile(r"^planccl stats: (\S+)\s+(.+?)\s+(\d+)\s+(\d+)\s*$")

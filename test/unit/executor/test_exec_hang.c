@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * The hang report in words (executor/exec_hang.c): a kernel's record of what it waited for
+ * The hang report in words (executor/exec/exec_hang.c): a kernel's record of what it waited for
  * (kernel_abi.h, pcl_khang_t) told as plan, block, op, buffer, flags and the peer op that writes
  * there, for every kind of wait, in communicator ranks for relabelled programs; no report,
  * unknown addresses and short buffers. No GPU. */

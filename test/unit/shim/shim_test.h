@@ -32,7 +32,7 @@ void shim_test_mkdirs(const char *path);
 void shim_test_copy(const char *from, const char *to);
 void shim_test_rmtree(const char *path);
 
-/* Sanitizer builds: planccl opens the real library without RTLD_DEEPBIND (shim/fallback.c), and
+/* Sanitizer builds: planccl opens the real library without RTLD_DEEPBIND (shim/abi/fallback.c), and
  * freed memory sits in ASan's quarantine, so RSS is no measure of leaks there (LeakSanitizer is).
  */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * The per-thread cache of pcl_comm_lookup (shim/comm.c): a handle a thread already used is
+ * The per-thread cache of pcl_comm_lookup (shim/comm/comm.c): a handle a thread already used is
  * refused once destroyed, by this thread or another, even with its magic and real comm put back
  * (so only the registry's generation can refuse it); live comms keep working through it. */
 #define _GNU_SOURCE

@@ -53,7 +53,7 @@ int pcl_exec_ll_eligible(const pcl_kblock_t *blocks, int nblocks);
 int pcl_exec_mark_fused(pcl_kblock_t *blocks, int nblocks);
 
 /* Writes the elementwise program of blocks[0 .. nblocks) into ew[0 .. nblocks) (kernel_abi.h,
- * pcl_kew_t) when EVERY block's ops provably run per element (executor/exec_fuse.c): packet ops
+ * pcl_kew_t) when EVERY block's ops provably run per element (executor/exec/exec_fuse.c): packet ops
  * over memory channels, one range size, ranges identical or disjoint, one plain result. scratch
  * and scratch_half: this rank's scratch base and odd-flag offset (0 without double scratch).
  * Returns the EW kernel's bound (2, 4 or 8 puts and terms), or 0 with `why` (may be NULL) naming

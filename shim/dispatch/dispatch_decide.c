@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * The dispatch decision as a pure function (DESIGN.md, "the path of one call", step 3): disabled
+ * The dispatch decision as a pure function (docs/architecture.md, "the path of one call", step 3): disabled
  * or forced -> NCCL; a plan for (collective, world, ranks per node, in-place, bytes) that the
  * kernels can run -> plan; else NCCL; with no real NCCL -> error. Every input is a value all ranks
  * share, so all ranks take the same path and packet flags stay in lock-step. */
@@ -65,7 +65,7 @@ uint64_t pcl_dispatch_msg_bytes(pcl_coll_t coll, size_t count, ncclDataType_t dt
   *ok = 0;
   if (es == 0 || __builtin_mul_overflow((uint64_t)count, es, &bytes))
     return 0;
-  /* allgather: total output; reducescatter: total input (executor/plan.h). */
+  /* allgather: total output; reducescatter: total input (executor/plan/plan.h). */
   if ((coll == PCL_COLL_ALLGATHER || coll == PCL_COLL_REDUCESCATTER) &&
       __builtin_mul_overflow(bytes, (uint64_t)(nranks > 0 ? nranks : 1), &bytes))
     return 0;

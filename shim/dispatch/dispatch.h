@@ -125,7 +125,7 @@ void pcl_dispatch_decide(const struct pcl_dispatch_inputs *in, struct pcl_dispat
  * *bad (first one, may be NULL). NULL or "" gives 0. */
 uint32_t pcl_dispatch_parse_fallback(const char *list, char *bad, size_t badlen);
 
-/* Message size the registry compares (see executor/plan.h); 0 with *ok = 0 on overflow. */
+/* Message size the registry compares (see executor/plan/plan.h); 0 with *ok = 0 on overflow. */
 uint64_t pcl_dispatch_msg_bytes(pcl_coll_t coll, size_t count, ncclDataType_t dtype, int nranks,
                                 int *ok);
 
