@@ -17,10 +17,12 @@ typedef void (*pcl_kfn_t)(pcl_kargs_t);
 #define PCL_KEW_NREDOPS 5
 #define PCL_KEW_NFORMS (PCL_KEW_NREDOPS * PCL_KPKT_COUNT * 2)
 
-/* fn[k][form]: the kernel for up to 2 << k puts and terms (PCL_KVAR_EW2 + k, kernels.h). */
+/* fn[k][form]: for k < 3 the EW kernel for up to 2 << k puts and terms (PCL_KVAR_EW2 + k,
+ * kernels.h); fn[3] the EWX kernel (PCL_KVAR_EWX). */
+#define PCL_KEW_ROWS 4
 typedef struct {
   int dtype; /* ncclDataType_t */
-  pcl_kfn_t fn[3][PCL_KEW_NFORMS];
+  pcl_kfn_t fn[PCL_KEW_ROWS][PCL_KEW_NFORMS];
 } pcl_kew_entry_t;
 
 extern const pcl_kew_entry_t pcl_kew_table[];

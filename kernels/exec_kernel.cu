@@ -202,7 +202,7 @@ static const struct {
 
 /* Every kernel of a dtype has a slot: the interpreter, the LL kernel, then each EW bound's forms
  * (exec_ew.h). A launch names (variant, form); the slot is where both are one number. */
-#define PCL_KSLOTS (PCL_KVAR_EW2 + 3 * PCL_KEW_NFORMS)
+#define PCL_KSLOTS (PCL_KVAR_EW2 + PCL_KEW_ROWS * PCL_KEW_NFORMS)
 static int kslot(int v, int form) {
   return v < PCL_KVAR_EW2 ? v : PCL_KVAR_EW2 + (v - PCL_KVAR_EW2) * PCL_KEW_NFORMS + form;
 }
@@ -218,8 +218,8 @@ static const void *kfn(size_t i, int slot) {
   return (const void *)pcl_kew_table[i].fn[slot / PCL_KEW_NFORMS][slot % PCL_KEW_NFORMS];
 }
 
-static const char *const kvar_name[PCL_KVARIANTS] = {"interpreter", "LL kernel", "EW2 kernel",
-                                                     "EW4 kernel", "EW8 kernel"};
+static const char *const kvar_name[PCL_KVARIANTS] = {"interpreter", "LL kernel",  "EW2 kernel",
+                                                     "EW4 kernel",  "EW8 kernel", "EWX kernel"};
 
 /* Threads per block a variant is built for (__launch_bounds__). */
 static int kvar_max_threads(int v) {

@@ -249,7 +249,7 @@ static inline PCL_KABI_HD uint32_t pcl_kflag32(uint64_t f) {
 /* ---- the elementwise program (the EW kernels, kernels/exec_ew.cu) ----
  * A block whose ops, run one after the other, touch element i of every range only from the
  * thread that owns element i (every range of one size, ranges identical or disjoint, packet ops
- * over memory channels; executor/exec_fuse.c proves it from the program) computes per element
+ * over memory channels; executor/exec/exec_fuse.c proves it from the program) computes per element
  *   v = S[i];  put[j][i] = packet(v) for j < nput;  O[i] = t0 (op) t1 (op) ... t(nterm-1)
  * where t_j = v when bit j of self_mask is set, else the packet at term[j][i] once it carries
  * the call's flag. The EW kernel runs exactly that per element: no program in shared memory, no
@@ -276,6 +276,44 @@ typedef struct PCL_KABI_ALIGN(16) {
 PCL_KABI_ASSERT(sizeof(pcl_kew_t) == 32 + 32 * PCL_KEW_MAX, "elementwise program layout");
 PCL_KABI_ASSERT(offsetof(pcl_kew_t, put) == 32 && offsetof(pcl_kew_t, term) % 16 == 0,
                 "elementwise tables 16-byte aligned");
+
+/* ---- the elementwise program of several streams (the EWX kernel, kernels/exec_ew.cu) ----
+ * The same proof (exec_fuse.c) for blocks that move several plain ranges: allgather,
+ * reduce-scatter, broadcast and the like. Per element i, in two passes as the EW kernel:
+ *   pass 1: put[j][i] = packet(src_j[i]) for j < nput; cdst_k[i] = csrc_k[i] for k < ncopy
+ *   pass 2: the terms gathered; then either O[i] = t0 (op) ... t(nterm-1) (o_kind set; term j is
+ *           S[i] where self_mask has bit j) or tdst_j[i] = t_j for every j in tdst_mask.
+ * Plain locations are (kind, offset): the kind of src_j is OUTPUT where bit j of src_out is set,
+ * else INPUT; likewise tdst_out, csrc_out, cdst_out. The proof guarantees that no copy writes a
+ * range any pass reads, so the passes' order gives the ops' results; pass 2 writes only after
+ * the element's reads, in the thread that owns the element. */
+#define PCL_KEWX_COPIES 4
+typedef struct PCL_KABI_ALIGN(16) {
+  uint32_t bytes; /* payload bytes of every range; 0: the block only keeps the flag protocol */
+  uint32_t s_off; /* S of the reduction (s_kind), when a term has its self bit */
+  uint32_t o_off; /* O of the reduction (o_kind) */
+  uint8_t s_kind; /* PCL_KBUF_INPUT / OUTPUT, PCL_KEW_NONE */
+  uint8_t o_kind; /* PCL_KBUF_INPUT / OUTPUT, PCL_KEW_NONE: no reduction (terms go to tdst) */
+  uint8_t nput;   /* <= PCL_KEW_MAX */
+  uint8_t nterm;  /* <= PCL_KEW_MAX */
+  uint8_t self_mask;
+  uint8_t redop; /* as pcl_kew_t's */
+  uint8_t ncopy; /* <= PCL_KEWX_COPIES */
+  uint8_t tdst_mask;
+  uint8_t src_out, tdst_out, csrc_out, cdst_out;
+  uint32_t reserved[2];
+  uint32_t src[PCL_KEW_MAX];  /* put j's plain source offset */
+  uint32_t tdst[PCL_KEW_MAX]; /* term j's plain destination offset */
+  uint32_t csrc[PCL_KEWX_COPIES];
+  uint32_t cdst[PCL_KEWX_COPIES];
+  uint64_t put[PCL_KEW_MAX][2];
+  uint64_t term[PCL_KEW_MAX][2];
+} pcl_kewx_t;
+PCL_KABI_ASSERT(sizeof(pcl_kewx_t) == 128 + 32 * PCL_KEW_MAX, "EWX program layout");
+PCL_KABI_ASSERT(offsetof(pcl_kewx_t, src) == 32 && offsetof(pcl_kewx_t, tdst) == 64 &&
+                    offsetof(pcl_kewx_t, csrc) == 96 && offsetof(pcl_kewx_t, cdst) == 112 &&
+                    offsetof(pcl_kewx_t, put) == 128,
+                "EWX tables in 16-byte units");
 
 /* ---- per-communicator device state (device memory, zeroed at creation) ----
  * Flag protocol (graph-safe, lock-step across ranks, no grid-wide synchronisation for grids of
@@ -340,7 +378,7 @@ typedef struct PCL_KABI_ALIGN(16) {
 /* The hang report: what the first thread to give up (timeout or abort) was waiting for. Written
  * once per context, by the thread whose atomicCAS set the error word, into the same host-mapped
  * page PCL_KHANG_OFFSET bytes after that word; `valid` is stored last, after a system-scope
- * fence, so a host that reads valid == 1 reads the whole report. executor/exec_hang.c turns it
+ * fence, so a host that reads valid == 1 reads the whole report. executor/exec/exec_hang.c turns it
  * into words (which plan, block, op, peer). */
 #define PCL_KHANG_OFFSET 64u
 #define PCL_KHANG_OP_EW 0xffffu /* the op index of the EW kernels: the block's fused program */

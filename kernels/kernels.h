@@ -42,10 +42,12 @@ typedef enum {
   PCL_KVAR_EW2 = 2,
   PCL_KVAR_EW4 = 3,
   PCL_KVAR_EW8 = 4,
-  PCL_KVARIANTS = 5
+  PCL_KVAR_EWX = 5, /* several plain streams per block (a pcl_kewx_t per block) */
+  PCL_KVARIANTS = 6
 } pcl_kvariant_t;
 
-/* "interpreter", "LL kernel", "EW2 kernel", "EW4 kernel", "EW8 kernel"; "?" out of range. */
+/* "interpreter", "LL kernel", "EW2 kernel", "EW4 kernel", "EW8 kernel", "EWX kernel"; "?" out of
+ * range. */
 const char *pcl_kernels_variant_name(pcl_kvariant_t variant);
 
 /* Payload bytes of one packet (types.def: 8 for LL16, 4 for LL8), 0 for an unknown type. */
@@ -56,7 +58,7 @@ size_t pcl_kernels_pkt_payload_bytes(pcl_kpkt_t pkt);
  * `pkt` packets, `aligned` when every S and O of the call (user buffer base plus the block's
  * offset) is a multiple of the packet's payload word. -1 for an op or packet type without EW
  * kernels. */
-int pcl_kernels_ew_form(ncclRedOp_t op, pcl_kpkt_t pkt, int aligned);
+int pcl_kernels_ew_form(ncclRedOp_t op, pcl_kpkt_t pkt, int aligned); /* EWX's forms too */
 
 /* Launches `variant` for `dtype` with nblocks x nthreads on `stream` (capture-safe: a plain
  * kernel launch); `form` is pcl_kernels_ew_form's for the EW variants, 0 for the others.

@@ -323,6 +323,15 @@ static int prog_check(const pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pro
 
 /* What picks the EW kernel's form at launch (pcl_kernels_ew_form): the reduction of every block
  * that reduces (0 when they differ: one kernel runs them all) and the OR of the offsets. */
+static int ew_redop_add(prog_t *p, int nterm, uint8_t redop) {
+  if (nterm < 2)
+    return 1; /* a copy: no reduction */
+  if (p->ew_redop >= 0 && p->ew_redop != redop)
+    return 0;
+  p->ew_redop = redop;
+  return 1;
+}
+
 static int ew_facts(const pcl_kew_t *ew, int nb, prog_t *p) {
   p->ew_redop = -1;
   p->ew_off_or = 0;
@@ -331,44 +340,89 @@ static int ew_facts(const pcl_kew_t *ew, int nb, prog_t *p) {
       p->ew_off_or |= ew[b].s_off;
     if (ew[b].o_kind != PCL_KEW_NONE)
       p->ew_off_or |= ew[b].o_off;
-    if (ew[b].nterm < 2)
-      continue; /* a copy: no reduction */
-    if (p->ew_redop >= 0 && p->ew_redop != ew[b].redop)
+    if (!ew_redop_add(p, ew[b].nterm, ew[b].redop))
       return 0;
-    p->ew_redop = ew[b].redop;
   }
   if (p->ew_redop < 0)
     p->ew_redop = PCL_KOP_REDOP_CALL;
   return 1;
 }
 
-/* The device image of a built program: the EW descriptors when every block runs per element
- * (and PLANCCL_EW_KERNEL allows), else the packed program. */
-static ncclResult_t program_image(const pcl_exec_ctx_t *c, const pcl_plan_t *plan,
-                                  const pcl_kblock_t *blocks, prog_t *p, uint8_t **image) {
+static int ewx_facts(const pcl_kewx_t *e, int nb, prog_t *p) {
+  p->ew_redop = -1;
+  p->ew_off_or = 0;
+  for (int b = 0; b < nb; b++, e++) {
+    uint64_t o =
+        (e->s_kind != PCL_KEW_NONE ? e->s_off : 0) | (e->o_kind != PCL_KEW_NONE ? e->o_off : 0);
+    for (int j = 0; j < e->nput; j++)
+      o |= e->src[j];
+    for (int j = 0; j < PCL_KEW_MAX; j++)
+      o |= (e->tdst_mask >> j) & 1u ? e->tdst[j] : 0;
+    for (int k = 0; k < e->ncopy; k++)
+      o |= e->csrc[k] | e->cdst[k];
+    p->ew_off_or |= o;
+    if (e->o_kind != PCL_KEW_NONE && !ew_redop_add(p, e->nterm, e->redop))
+      return 0;
+  }
+  if (p->ew_redop < 0)
+    p->ew_redop = PCL_KOP_REDOP_CALL;
+  return 1;
+}
+
+/* The EW program (p->ew = its bound), else the EWX program (p->ew = PCL_EXEC_EWX), into
+ * *image; p->ew = 0 with `why` when neither proof holds. */
+static ncclResult_t ew_image(const pcl_exec_ctx_t *c, const pcl_plan_t *plan,
+                             const pcl_kblock_t *blocks, prog_t *p, uint8_t **image, char *why,
+                             size_t why_len) {
   const int nb = plan->max_blocks;
-  /* The EW kernels share their descriptor across each warp by shuffles: whole warps only. */
-  if (p->ll && pcl_param_ew_kernel() && plan->num_threads_per_block % 32 == 0) {
+  const uint64_t half = plan->use_double_scratch_buffer ? c->half : 0;
+  const uint64_t scratch = (uint64_t)(uintptr_t)c->cfg.scratch;
+  if (p->ll) {
     pcl_kew_t *ew = NULL;
-    char why[160];
     PCL_CALLOC(ew, (size_t)nb, "exec EW program");
     if (ew == NULL)
       return ncclSystemError;
-    uint64_t half = plan->use_double_scratch_buffer ? c->half : 0;
-    p->ew = pcl_exec_ew_build(blocks, nb, (uint64_t)(uintptr_t)c->cfg.scratch, half, ew, why,
-                              sizeof(why));
-    if (p->ew != 0 && !ew_facts(ew, nb, p)) {
-      p->ew = 0;
-      snprintf(why, sizeof(why), "its blocks reduce with different ops");
-    }
-    if (p->ew != 0) {
+    p->ew = pcl_exec_ew_build(blocks, nb, scratch, half, ew, why, why_len);
+    if (p->ew != 0 && ew_facts(ew, nb, p)) {
       p->stride = (uint32_t)sizeof(pcl_kew_t);
       *image = (uint8_t *)ew;
       return ncclSuccess;
     }
-    PCL_INFO(PCL_LOG_EXEC, "plan %s, %llu/%llu bytes: LL kernel, not elementwise (%s)", plan->name,
-             (unsigned long long)p->in_bytes, (unsigned long long)p->out_bytes, why);
     pcl_free(ew);
+  }
+  pcl_kewx_t *ewx = NULL;
+  PCL_CALLOC(ewx, (size_t)nb, "exec EWX program");
+  if (ewx == NULL)
+    return ncclSystemError;
+  p->ew = pcl_exec_ewx_build(blocks, nb, scratch, half, ewx, why, why_len) ? PCL_EXEC_EWX : 0;
+  if (p->ew != 0 && !ewx_facts(ewx, nb, p)) {
+    p->ew = 0;
+    snprintf(why, why_len, "its blocks reduce with different ops");
+  }
+  if (p->ew != 0) {
+    p->stride = (uint32_t)sizeof(pcl_kewx_t);
+    *image = (uint8_t *)ewx;
+    return ncclSuccess;
+  }
+  pcl_free(ewx);
+  return ncclSuccess;
+}
+
+/* The device image of a built program: the EW or EWX descriptors when every block runs per
+ * element (and PLANCCL_EW_KERNEL allows), else the packed program. */
+static ncclResult_t program_image(const pcl_exec_ctx_t *c, const pcl_plan_t *plan,
+                                  const pcl_kblock_t *blocks, prog_t *p, uint8_t **image) {
+  const int nb = plan->max_blocks;
+  /* The EW kernels share their descriptor across each warp by shuffles: whole warps only. */
+  if (!c->cfg.interp_only && pcl_param_ew_kernel() && plan->num_threads_per_block % 32 == 0 &&
+      plan->num_threads_per_block <= PCL_KABI_LL_MAX_THREADS) {
+    char why[160] = "";
+    PCL_CHECK(ew_image(c, plan, blocks, p, image, why, sizeof(why)));
+    if (p->ew != 0)
+      return ncclSuccess;
+    PCL_INFO(PCL_LOG_EXEC, "plan %s, %llu/%llu bytes: %s, not elementwise (%s)", plan->name,
+             (unsigned long long)p->in_bytes, (unsigned long long)p->out_bytes,
+             p->ll ? "LL kernel" : "interpreter", why);
   }
   PCL_CALLOC(*image, (size_t)p->stride * (size_t)nb, "exec packed program");
   if (*image == NULL)
@@ -505,11 +559,12 @@ static ncclResult_t prog_get(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
 }
 
 static pcl_kvariant_t prog_variant(const prog_t *p) {
-  return p->ew == 2   ? PCL_KVAR_EW2
-         : p->ew == 4 ? PCL_KVAR_EW4
-         : p->ew == 8 ? PCL_KVAR_EW8
-         : p->ll      ? PCL_KVAR_LL
-                      : PCL_KVAR_INTERP;
+  return p->ew == PCL_EXEC_EWX ? PCL_KVAR_EWX
+         : p->ew == 2          ? PCL_KVAR_EW2
+         : p->ew == 4          ? PCL_KVAR_EW4
+         : p->ew == 8          ? PCL_KVAR_EW8
+         : p->ll               ? PCL_KVAR_LL
+                               : PCL_KVAR_INTERP;
 }
 
 const char *pcl_exec_one_kernel(pcl_exec_ctx_t *c, const pcl_plan_t *plan,

@@ -53,13 +53,19 @@ int pcl_exec_ll_eligible(const pcl_kblock_t *blocks, int nblocks);
 int pcl_exec_mark_fused(pcl_kblock_t *blocks, int nblocks);
 
 /* Writes the elementwise program of blocks[0 .. nblocks) into ew[0 .. nblocks) (kernel_abi.h,
- * pcl_kew_t) when EVERY block's ops provably run per element (executor/exec/exec_fuse.c): packet ops
- * over memory channels, one range size, ranges identical or disjoint, one plain result. scratch
+ * pcl_kew_t) when EVERY block's ops provably run per element (executor/exec/exec_fuse.c): packet
+ * ops over memory channels, one range size, ranges identical or disjoint, one plain result. scratch
  * and scratch_half: this rank's scratch base and odd-flag offset (0 without double scratch).
  * Returns the EW kernel's bound (2, 4 or 8 puts and terms), or 0 with `why` (may be NULL) naming
  * the first block that does not fit and the reason. */
 int pcl_exec_ew_build(const pcl_kblock_t *blocks, int nblocks, uint64_t scratch,
                       uint64_t scratch_half, pcl_kew_t *ew, char *why, size_t why_len);
+
+/* The same proof for blocks of several plain streams (allgather, reduce-scatter, broadcast and
+ * the like): writes the EWX program (kernel_abi.h, pcl_kewx_t) of every block into ewx[0 ..
+ * nblocks) and returns 1, or 0 with `why` as pcl_exec_ew_build's. */
+int pcl_exec_ewx_build(const pcl_kblock_t *blocks, int nblocks, uint64_t scratch,
+                       uint64_t scratch_half, pcl_kewx_t *ewx, char *why, size_t why_len);
 
 /* Packs blocks[0 .. nblocks) as the kernel expects them (kernel_abi.h, the packed program) into
  * out, which holds nblocks * pcl_exec_pack_stride(blocks, nblocks) bytes. */

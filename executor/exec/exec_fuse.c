@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT
  * Proves that a block's packet ops can run per element and writes the elementwise program the EW
- * kernels run (kernel_abi.h, pcl_kew_t): a symbolic run of the ops over one element, then the
- * form check. Pure CPU, no CUDA. */
+ * kernels run (kernel_abi.h, pcl_kew_t) or, for blocks of several plain streams, the EWX
+ * kernel's (pcl_kewx_t): a symbolic run of the ops over one element, then the form check. Pure
+ * CPU, no CUDA. */
 #include <stdio.h>
 #include <string.h>
 #include "exec.h"
 
-/* The symbolic value of one element: S (the one plain location read before any write), term t
- * (a packet of a peer, waited for), or the block's one reduction. */
-enum { VAL_S = -1, VAL_RED = -2 };
+/* The symbolic value of one element: a term t >= 0 (a packet of a peer, waited for), the block's
+ * one reduction, or source k (VAL_SRC(k)): the value plain location src[k] held when the block
+ * started. */
+enum { VAL_RED = -2 };
+#define VAL_SRC(k) (-3 - (k))
+#define SRC_OF(v) (-3 - (v))
 
 #define EW_MAX_LOCS 32
 
@@ -20,20 +24,21 @@ typedef struct {
 
 typedef struct {
   const pcl_kblock_t *k;
-  uint32_t size;  /* every range's bytes */
-  int have_s;     /* S seen */
-  uint8_t s_kind; /* S */
-  uint32_t s_off;
+  uint32_t size;            /* every range's bytes */
+  plain_t src[EW_MAX_LOCS]; /* plain locations read before any write there (val unused) */
+  int nsrc;
   plain_t plain[EW_MAX_LOCS]; /* plain locations written, latest value */
   int nplain;
-  uint32_t lpkt[EW_MAX_LOCS]; /* local packet locations written (payload offsets) */
+  plain_t lpkt[EW_MAX_LOCS]; /* local packet locations written (payload offsets), their value */
   int nlpkt;
   uint32_t term_off[PCL_KEW_MAX]; /* peers' packets read, by term index */
   int nterm;
-  int red[PCL_KEW_MAX]; /* the reduction's operands (VAL_S or a term) */
+  uint64_t put[PCL_KEW_MAX][2]; /* packets sent, both scratch parities, and their values */
+  int put_val[PCL_KEW_MAX];
+  int nput;
+  int red[PCL_KEW_MAX]; /* the reduction's operands (a source or a term) */
   int nred;
   uint8_t redop;
-  pcl_kew_t *out;
   uint64_t scratch, scratch_half;
   const char *why;
 } fuse_t;
@@ -59,12 +64,17 @@ static int read_plain(fuse_t *f, uint8_t kind, uint32_t off, int *val) {
       *val = f->plain[i].val;
       return 1;
     }
-  if (f->have_s && (f->s_kind != kind || f->s_off != off))
-    return refuse(f, "reads two different plain ranges");
-  f->have_s = 1;
-  f->s_kind = kind;
-  f->s_off = off;
-  *val = VAL_S;
+  for (int k = 0; k < f->nsrc; k++)
+    if (f->src[k].kind == kind && f->src[k].off == off) {
+      *val = VAL_SRC(k);
+      return 1;
+    }
+  if (f->nsrc == EW_MAX_LOCS)
+    return refuse(f, "too many plain ranges");
+  f->src[f->nsrc].kind = kind;
+  f->src[f->nsrc].off = off;
+  *val = VAL_SRC(f->nsrc);
+  f->nsrc++;
   return 1;
 }
 
@@ -113,8 +123,8 @@ static int read_pkt(fuse_t *f, const pcl_kref_t *r, int *val) {
   if (r->kind != PCL_KBUF_SCRATCH)
     return refuse(f, "reads packets outside its own scratch");
   for (int i = 0; i < f->nlpkt; i++)
-    if (f->lpkt[i] == r->offset) {
-      *val = VAL_S; /* only S is ever written as packets (write_pkt) */
+    if (f->lpkt[i].off == r->offset) {
+      *val = f->lpkt[i].val; /* a source: only sources are sent as packets (write_pkt) */
       return 1;
     }
   for (int t = 0; t < f->nterm; t++)
@@ -129,9 +139,9 @@ static int read_pkt(fuse_t *f, const pcl_kref_t *r, int *val) {
   return 1;
 }
 
-/* Packets of `val` into r. Only S: the EW kernel sends S before it waits for anything. */
+/* Packets of `val` into r. Only sources: the kernels send before they wait for anything. */
 static int write_pkt(fuse_t *f, const pcl_kref_t *r, int val) {
-  if (val != VAL_S)
+  if (val > VAL_SRC(0))
     return refuse(f, "sends packets of a value it received or reduced");
   if (r->kind == PCL_KBUF_SCRATCH) {
     for (int t = 0; t < f->nterm; t++)
@@ -139,16 +149,15 @@ static int write_pkt(fuse_t *f, const pcl_kref_t *r, int val) {
         return refuse(f, "overwrites packets it waited for");
     if (f->nlpkt == EW_MAX_LOCS)
       return refuse(f, "too many packet ranges");
-    f->lpkt[f->nlpkt++] = r->offset;
+    f->lpkt[f->nlpkt].off = r->offset;
+    f->lpkt[f->nlpkt].val = val;
+    f->nlpkt++;
   }
-  if (f->out->nput == PCL_KEW_MAX)
+  if (f->nput == PCL_KEW_MAX)
     return refuse(f, "sends to more packet ranges than the EW kernels take");
-  uint64_t a[2];
-  if (!pkt_addr(f, r, a))
+  if (!pkt_addr(f, r, f->put[f->nput]))
     return 0;
-  f->out->put[f->out->nput][0] = a[0];
-  f->out->put[f->out->nput][1] = a[1];
-  f->out->nput++;
+  f->put_val[f->nput++] = val;
   return 1;
 }
 
@@ -180,6 +189,9 @@ static int step(fuse_t *f, const pcl_kop_t *op) {
         return 0;
     }
     return 1;
+  case PCL_KOP_COPY:
+    return plain_ref(f, &r[0]) && plain_ref(f, &r[1]) &&
+           read_plain(f, r[0].kind, r[0].offset, &v) && write_plain(f, r[1].kind, r[1].offset, v);
   case PCL_KOP_UPKT:
     if (ns != 1 || nd != 1)
       return refuse(f, "upkt with several ranges");
@@ -241,18 +253,25 @@ static int ranges_ok(fuse_t *f) {
   return 1;
 }
 
-/* The final state in the EW form: one plain location written, its value S, a term or the
- * reduction, and every packet waited for among the reduction's operands. */
-static int finish(fuse_t *f) {
-  pcl_kew_t *e = f->out;
+/* The final state in the EW form: one source S, one plain location written, its value S, a term
+ * or the reduction, and every packet waited for among the reduction's operands. */
+static int finish_ew(fuse_t *f, pcl_kew_t *e) {
+  memset(e, 0, sizeof(*e));
   e->bytes = f->size;
   e->s_kind = PCL_KEW_NONE;
   e->o_kind = PCL_KEW_NONE;
   e->redop = PCL_KOP_REDOP_CALL;
-  if (f->have_s) {
-    e->s_kind = f->s_kind;
-    e->s_off = f->s_off;
+  if (f->nsrc > 1)
+    return refuse(f, "reads two different plain ranges");
+  if (f->nsrc == 1) {
+    e->s_kind = f->src[0].kind;
+    e->s_off = f->src[0].off;
   }
+  for (int j = 0; j < f->nput; j++) {
+    e->put[j][0] = f->put[j][0];
+    e->put[j][1] = f->put[j][1];
+  }
+  e->nput = (uint8_t)f->nput;
   if (f->nplain > 1)
     return refuse(f, "writes more than one plain range");
   if (f->nplain == 0) {
@@ -271,7 +290,7 @@ static int finish(fuse_t *f) {
   }
   uint32_t used = 0;
   for (int j = 0; j < n; j++) {
-    if (ops[j] == VAL_S) {
+    if (ops[j] <= VAL_SRC(0)) {
       e->self_mask |= (uint8_t)(1u << j);
       continue;
     }
@@ -286,33 +305,141 @@ static int finish(fuse_t *f) {
   return 1;
 }
 
-static int fuse_block(const pcl_kblock_t *k, uint64_t scratch, uint64_t scratch_half,
-                      pcl_kew_t *out, const char **why) {
-  fuse_t f;
-  memset(&f, 0, sizeof(f));
-  memset(out, 0, sizeof(*out));
-  f.k = k;
-  f.out = out;
-  f.scratch = scratch;
-  f.scratch_half = scratch_half;
-  int ok = ranges_ok(&f);
+/* The reduction of the EWX form: O, and its operands in order, a term or S (one source). */
+static int ewx_reduction(fuse_t *f, const plain_t *o, pcl_kewx_t *e) {
+  int s = -1;
+  uint32_t used = 0;
+  for (int j = 0; j < f->nred; j++) {
+    const int v = f->red[j];
+    if (v <= VAL_SRC(0)) {
+      if (s >= 0 && s != SRC_OF(v))
+        return refuse(f, "reduces two different plain ranges");
+      s = SRC_OF(v);
+      e->self_mask |= (uint8_t)(1u << j);
+    } else {
+      used |= 1u << v;
+      scratch_pkt_addr(f, f->term_off[v], e->term[j]);
+    }
+  }
+  if (s >= 0) {
+    e->s_kind = f->src[s].kind;
+    e->s_off = f->src[s].off;
+  }
+  if (used != (1u << f->nterm) - 1u)
+    return refuse(f, "waits for packets it never uses");
+  e->nterm = (uint8_t)f->nred;
+  e->redop = f->redop;
+  e->o_kind = o->kind;
+  e->o_off = o->off;
+  return 1;
+}
+
+/* A plain location the EWX kernel writes in its first pass, after the element's puts have read
+ * their sources: a copy of source k. */
+static int ewx_copy(fuse_t *f, const plain_t *d, int k, pcl_kewx_t *e) {
+  if (e->ncopy == PCL_KEWX_COPIES)
+    return refuse(f, "more copies than the EWX kernel takes");
+  e->csrc[e->ncopy] = f->src[k].off;
+  e->cdst[e->ncopy] = d->off;
+  e->csrc_out |= (uint8_t)((f->src[k].kind == PCL_KBUF_OUTPUT) << e->ncopy);
+  e->cdst_out |= (uint8_t)((d->kind == PCL_KBUF_OUTPUT) << e->ncopy);
+  e->ncopy++;
+  return 1;
+}
+
+/* A copy's destination read later in the kernel's order (another copy's source, or S in the
+ * second pass) would give that read the copy's value, not the block's starting one. The two
+ * user buffers may be one memory, so a location at the same offset counts, unless it is the
+ * copy's own source: then the copy writes back what is there. */
+static int ewx_copies_safe(fuse_t *f, const pcl_kewx_t *e) {
+  for (int c = 0; c < e->ncopy; c++) {
+    const uint32_t d = e->cdst[c];
+    const int own_out = (e->csrc_out >> c) & 1;
+    for (int k = 0; k < e->ncopy; k++)
+      if (k != c && e->csrc[k] == d &&
+          !(e->csrc[k] == e->csrc[c] && ((e->csrc_out >> k) & 1) == own_out))
+        return refuse(f, "copies over a range another copy reads");
+    if (e->s_kind != PCL_KEW_NONE && e->s_off == d &&
+        !(e->s_off == e->csrc[c] && (e->s_kind == PCL_KBUF_OUTPUT) == own_out))
+      return refuse(f, "copies over the range its reduction reads");
+  }
+  return 1;
+}
+
+/* The final state in the EWX form: puts of any sources; each plain location written holds a
+ * source (a copy, or itself), a term (stored in the second pass) or the one reduction. */
+static int finish_ewx(fuse_t *f, pcl_kewx_t *e) {
+  memset(e, 0, sizeof(*e));
+  e->bytes = f->size;
+  e->s_kind = PCL_KEW_NONE;
+  e->o_kind = PCL_KEW_NONE;
+  e->redop = PCL_KOP_REDOP_CALL;
+  for (int j = 0; j < f->nput; j++) {
+    const plain_t *src = &f->src[SRC_OF(f->put_val[j])];
+    e->src[j] = src->off;
+    e->src_out |= (uint8_t)((src->kind == PCL_KBUF_OUTPUT) << j);
+    e->put[j][0] = f->put[j][0];
+    e->put[j][1] = f->put[j][1];
+  }
+  e->nput = (uint8_t)f->nput;
+  int nred = 0;
+  for (int i = 0; i < f->nplain; i++) {
+    const plain_t *d = &f->plain[i];
+    if (d->val == VAL_RED) {
+      if (nred++ > 0)
+        return refuse(f, "writes its reduction twice");
+      if (!ewx_reduction(f, d, e))
+        return 0;
+    } else if (d->val >= 0) {
+      if (e->tdst_mask & (1u << d->val))
+        return refuse(f, "stores one term twice");
+      e->tdst_mask |= (uint8_t)(1u << d->val);
+      e->tdst[d->val] = d->off;
+      e->tdst_out |= (uint8_t)((d->kind == PCL_KBUF_OUTPUT) << d->val);
+    } else {
+      const plain_t *src = &f->src[SRC_OF(d->val)];
+      if ((src->kind != d->kind || src->off != d->off) && !ewx_copy(f, d, SRC_OF(d->val), e))
+        return 0;
+    }
+  }
+  if (nred > 0 && e->tdst_mask != 0)
+    return refuse(f, "stores terms beside its reduction");
+  if (!ewx_copies_safe(f, e))
+    return 0;
+  if (nred == 0) {
+    if (e->tdst_mask != (1u << f->nterm) - 1u)
+      return refuse(f, "waits for packets it never uses");
+    e->nterm = (uint8_t)f->nterm;
+    for (int t = 0; t < f->nterm; t++)
+      scratch_pkt_addr(f, f->term_off[t], e->term[t]);
+  }
+  return 1;
+}
+
+/* The symbolic run of one block; 0 with f->why when it is not elementwise. */
+static int fuse_run(const pcl_kblock_t *k, uint64_t scratch, uint64_t scratch_half, fuse_t *f) {
+  memset(f, 0, sizeof(*f));
+  f->k = k;
+  f->scratch = scratch;
+  f->scratch_half = scratch_half;
+  int ok = ranges_ok(f);
   for (int i = 0; ok && i < k->nops; i++)
-    ok = step(&f, &k->ops[i]);
-  if (ok)
-    ok = finish(&f);
-  if (!ok)
-    *why = f.why;
+    ok = step(f, &k->ops[i]);
   return ok;
+}
+
+static void why_block(char *why, size_t why_len, int b, const fuse_t *f) {
+  if (why != NULL)
+    snprintf(why, why_len, "block %d: %s", b, f->why != NULL ? f->why : "not elementwise");
 }
 
 int pcl_exec_ew_build(const pcl_kblock_t *blocks, int nblocks, uint64_t scratch,
                       uint64_t scratch_half, pcl_kew_t *ew, char *why, size_t why_len) {
   int most = 0;
+  fuse_t f;
   for (int b = 0; b < nblocks; b++) {
-    const char *reason = NULL;
-    if (!fuse_block(&blocks[b], scratch, scratch_half, &ew[b], &reason)) {
-      if (why != NULL)
-        snprintf(why, why_len, "block %d: %s", b, reason != NULL ? reason : "not elementwise");
+    if (!fuse_run(&blocks[b], scratch, scratch_half, &f) || !finish_ew(&f, &ew[b])) {
+      why_block(why, why_len, b, &f);
       return 0;
     }
     if (ew[b].nput > most)
@@ -321,4 +448,15 @@ int pcl_exec_ew_build(const pcl_kblock_t *blocks, int nblocks, uint64_t scratch,
       most = ew[b].nterm;
   }
   return most <= 2 ? 2 : most <= 4 ? 4 : 8;
+}
+
+int pcl_exec_ewx_build(const pcl_kblock_t *blocks, int nblocks, uint64_t scratch,
+                       uint64_t scratch_half, pcl_kewx_t *ewx, char *why, size_t why_len) {
+  fuse_t f;
+  for (int b = 0; b < nblocks; b++)
+    if (!fuse_run(&blocks[b], scratch, scratch_half, &f) || !finish_ewx(&f, &ewx[b])) {
+      why_block(why, why_len, b, &f);
+      return 0;
+    }
+  return 1;
 }

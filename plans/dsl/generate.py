@@ -19,7 +19,7 @@ from algorithms import (allgather_ll, allgather_mn_ll, allgather_simple,  # noqa
 KIB, MIB = 1 << 10, 1 << 20
 ROOT = os.path.dirname(HERE)
 
-# Measured with planccl-bench on 2 H200s over NVLink (README, "Measured results"): the default
+# Measured with planccl-bench on 2 H200s over NVLink (docs/performance.md): the default
 # set holds only what matched or beat NCCL eagerly and under CUDA graphs: the one-phase
 # allreduce up to 128 KiB in three block shapes (file suffix, blocks, threads, min, max bytes).
 LL1_2GPU = [("ll1_small", 1, 256, 16, 2 * KIB),

@@ -9,6 +9,9 @@
 #include "exec.h"
 
 /* One built program: (plan, in bytes, out bytes, root relabelling, registration) -> its image. */
+/* prog_t.ew of a program that runs on the EWX kernel (pcl_kewx_t descriptors). */
+#define PCL_EXEC_EWX 16
+
 typedef struct {
   const pcl_plan_t *plan;
   uint64_t in_bytes, out_bytes;
@@ -16,10 +19,11 @@ typedef struct {
   int shift; /* root relabelling (pcl_plan_root_shift): runs plan rank `vrank` */
   int vrank;
   pcl_exec_shape_t shape;
-  int resident;       /* all dev_ranks grids fit on the device at once (pcl_exec_coresident) */
-  int ll;             /* runs on the LL fast-path kernel */
-  int ew;             /* 0, or runs on the EW kernel for up to `ew` puts and terms (PCL_KVAR_EW*) */
-  int ew_redop;       /* its blocks' reduction (PCL_KOP_REDOP_CALL: the call's) */
+  int resident; /* all dev_ranks grids fit on the device at once (pcl_exec_coresident) */
+  int ll;       /* runs on the LL fast-path kernel */
+  int ew;       /* 0, or runs on the EW kernel for up to `ew` puts and terms (PCL_KVAR_EW*), or on
+                   the EWX kernel (PCL_EXEC_EWX) */
+  int ew_redop; /* its blocks' reduction (PCL_KOP_REDOP_CALL: the call's) */
   uint32_t ew_off_or; /* OR of its blocks' S and O offsets (the kernel's alignment) */
   void *d_blocks;     /* plan->max_blocks packed programs (EW: pcl_kew_t), `stride` bytes apart */
   uint32_t stride;

@@ -564,6 +564,171 @@ START_TEST(test_ew_shipped) {
 }
 END_TEST
 
+/* The EWX programs on the CPU, run as the EWX kernel runs them: pass 1 the puts and copies of
+ * every element, pass 2 per element the terms, then the reduction or the stored terms. */
+static char *ewx_loc(float *in, float *out, uint8_t out_mask, int j, uint32_t off) {
+  return (char *)((out_mask >> j) & 1u ? out : in) + off;
+}
+
+static void ewx_run(const pcl_kewx_t *e, float *in, float *out, uint32_t flag, int phase) {
+  const int odd = flag & 1;
+  const uint32_t n = e->bytes / 8;
+  const char *s = e->s_kind == PCL_KEW_NONE
+                      ? NULL
+                      : (const char *)(e->s_kind == PCL_KBUF_OUTPUT ? out : in) + e->s_off;
+  char *o = e->o_kind == PCL_KEW_NONE
+                ? NULL
+                : (char *)(e->o_kind == PCL_KBUF_OUTPUT ? out : in) + e->o_off;
+  for (uint32_t i = 0; i < n; i++) {
+    if (phase == 0) {
+      for (int j = 0; j < e->nput; j++) {
+        uint32_t v[2];
+        memcpy(v, ewx_loc(in, out, e->src_out, j, e->src[j]) + 8 * i, 8);
+        pcl_ll16_packet_t pk = {v[0], flag, v[1], flag};
+        memcpy((char *)(uintptr_t)e->put[j][odd] + 16 * (uint64_t)i, &pk, 16);
+      }
+      for (int k = 0; k < e->ncopy; k++)
+        memcpy(ewx_loc(in, out, e->cdst_out, k, e->cdst[k]) + 8 * i,
+               ewx_loc(in, out, e->csrc_out, k, e->csrc[k]) + 8 * i, 8);
+      continue;
+    }
+    float x[PCL_KEW_MAX][2] = {{0}};
+    for (int j = 0; j < e->nterm; j++) {
+      if (e->self_mask & (1u << j)) {
+        memcpy(x[j], s + 8 * i, 8);
+        continue;
+      }
+      pcl_ll16_packet_t pk;
+      memcpy(&pk, (const char *)(uintptr_t)e->term[j][odd] + 16 * (uint64_t)i, 16);
+      ck_assert_uint_eq(pk.flag1, flag); /* every packet was sent before it is read */
+      ck_assert_uint_eq(pk.flag2, flag);
+      memcpy(&x[j][0], &pk.data1, 4);
+      memcpy(&x[j][1], &pk.data2, 4);
+    }
+    if (o != NULL) {
+      float acc[2] = {x[0][0], x[0][1]};
+      for (int j = 1; j < e->nterm; j++)
+        for (int h = 0; h < 2; h++)
+          acc[h] += x[j][h];
+      memcpy(o + 8 * i, acc, 8);
+    } else {
+      for (int j = 0; j < e->nterm; j++)
+        if (e->tdst_mask & (1u << j))
+          memcpy(ewx_loc(in, out, e->tdst_out, j, e->tdst[j]) + 8 * i, x[j], 8);
+    }
+  }
+}
+
+/* One rank's EWX program of a shipped plan, its scratch and peers' bound as on the GPU. */
+static pcl_kewx_t *ewx_program(const char *rel, const pcl_plan_t *p, int r, char **scratch,
+                               uint64_t half, uint64_t in_bytes, uint64_t out_bytes) {
+  const pcl_plan_gpu_t *g = &p->gpus[r];
+  pcl_kmemchan_t mem[64];
+  pcl_kremote_t rb[64];
+  memset(mem, 0, sizeof(mem));
+  memset(rb, 0, sizeof(rb));
+  ck_assert_int_le(g->n_rbufs, 64);
+  for (int i = 0; i < g->n_rbufs; i++) {
+    rb[i].ptr = (uint64_t)(uintptr_t)scratch[g->rbufs[i].rank];
+    rb[i].odd_half = half;
+    rb[i].kind = PCL_KBUF_SCRATCH;
+    rb[i].mem_id = PCL_KABI_NO_MEM;
+  }
+  pcl_exec_bind_t bind = {mem, NULL, rb};
+  pcl_plan_layout_t l;
+  ck_assert_int_eq(pcl_plan_layout(p, r, in_bytes, out_bytes, &l), ncclSuccess);
+  pcl_kblock_t *b = pcl_calloc((size_t)p->max_blocks, sizeof(*b), "test blocks");
+  ck_assert_int_eq(pcl_exec_build_blocks(p, r, &l, &bind, b), ncclSuccess);
+  pcl_kewx_t *e = pcl_calloc((size_t)p->max_blocks, sizeof(*e), "test ewx");
+  char why[160] = "";
+  pcl_kew_t *ew = pcl_calloc((size_t)p->max_blocks, sizeof(*ew), "test ew");
+  int got = pcl_exec_ew_build(b, p->max_blocks, (uint64_t)(uintptr_t)scratch[r], half, ew, NULL, 0);
+  ck_assert_msg(got == 0, "%s rank %d takes the EW kernel, not EWX", rel, r);
+  got = pcl_exec_ewx_build(b, p->max_blocks, (uint64_t)(uintptr_t)scratch[r], half, e, why,
+                           sizeof(why));
+  ck_assert_msg(got == 1, "%s rank %d: not EWX (%s)", rel, r, why);
+  pcl_free(ew);
+  pcl_free(b);
+  return e;
+}
+
+/* The shipped LL allgather and reduce-scatter plans on the CPU: every rank's EWX program gives
+ * the collective's result on both scratch halves, in place and out of place. Values are small
+ * integers, so sums are exact in any order. */
+static void ewx_shipped(const char *rel, int nranks) {
+  pcl_plan_t *p = load_shipped(rel);
+  ck_assert_int_eq(p->n_gpus, nranks);
+  const int ag = p->collective == PCL_PLAN_COLL_ALLGATHER;
+  const uint32_t total = 4096 * (uint32_t)nranks, chunk = total / (uint32_t)nranks;
+  const uint32_t in_bytes = ag ? chunk : total, out_bytes = ag ? total : chunk;
+  pcl_exec_shape_t sh;
+  ck_assert_int_eq(pcl_exec_shape(p, 0, in_bytes, out_bytes, &sh), ncclSuccess);
+  const uint64_t half = (sh.scratch_half + 255) & ~(uint64_t)255;
+  char *scratch[8];
+  float *big[8], *small[8], *in[8], *out[8];
+  pcl_kewx_t *e[8];
+  for (int r = 0; r < nranks; r++) {
+    scratch[r] = pcl_calloc(2 * half, 1, "test scratch");
+    big[r] = pcl_calloc(total / 4, 4, "test big");
+    small[r] = p->inplace ? NULL : pcl_calloc(chunk / 4, 4, "test small");
+    /* in place: allgather's input is its output's own chunk, reduce-scatter's output likewise */
+    float *mine = p->inplace ? big[r] + (size_t)r * chunk / 4 : small[r];
+    in[r] = ag ? mine : big[r];
+    out[r] = ag ? big[r] : mine;
+  }
+  for (int r = 0; r < nranks; r++)
+    e[r] = ewx_program(rel, p, r, scratch, half, in_bytes, out_bytes);
+  for (uint32_t flag = 1; flag <= 2; flag++) {
+    for (int r = 0; r < nranks; r++)
+      for (uint32_t i = 0; i < in_bytes / 4; i++)
+        in[r][i] = (float)((i * 7u + (uint32_t)r * 131u + flag) % 1000u);
+    float *want = pcl_calloc(total / 4, 4, "test want");
+    for (int q = 0; q < nranks; q++)
+      for (uint32_t i = 0; i < in_bytes / 4; i++)
+        want[ag ? q * chunk / 4 + i : i] +=
+            ag ? (float)((i * 7u + (uint32_t)q * 131u + flag) % 1000u)
+               : (float)((i * 7u + (uint32_t)q * 131u + flag) % 1000u);
+    for (int phase = 0; phase < 2; phase++)
+      for (int r = 0; r < nranks; r++)
+        for (int b = 0; b < p->max_blocks; b++)
+          ewx_run(&e[r][b], in[r], out[r], flag, phase);
+    for (int r = 0; r < nranks; r++)
+      ck_assert_msg(memcmp(out[r], ag ? want : want + (size_t)r * chunk / 4, out_bytes) == 0,
+                    "%s rank %d flag %u differs", rel, r, flag);
+    pcl_free(want);
+  }
+  for (int r = 0; r < nranks; r++) {
+    pcl_free(scratch[r]);
+    pcl_free(big[r]);
+    pcl_free(small[r]);
+    pcl_free(e[r]);
+  }
+  pcl_plan_destroy(p);
+}
+
+static const struct {
+  const char *path;
+  int nranks;
+} ewx_plans[] = {
+    {"plans/extra/allgather/2gpu_ll_outofplace.json", 2},
+    {"plans/extra/allgather/4gpu_ll_inplace.json", 4},
+    {"plans/extra/allgather/4gpu_ll_outofplace.json", 4},
+    {"plans/extra/allgather/8gpu_ll_inplace.json", 8},
+    {"plans/extra/allgather/8gpu_ll_outofplace.json", 8},
+    {"plans/extra/reducescatter/2gpu_ll_inplace.json", 2},
+    {"plans/extra/reducescatter/2gpu_ll_outofplace.json", 2},
+    {"plans/extra/reducescatter/4gpu_ll_inplace.json", 4},
+    {"plans/extra/reducescatter/4gpu_ll_outofplace.json", 4},
+    {"plans/extra/reducescatter/8gpu_ll_inplace.json", 8},
+    {"plans/extra/reducescatter/8gpu_ll_outofplace.json", 8},
+};
+
+START_TEST(test_ewx_shipped) {
+  ewx_shipped(ewx_plans[_i].path, ewx_plans[_i].nranks);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 /* Any root by relabelling: the shift is the root for broadcast and reduce, 0 for the rest, -1
  * for a root outside the communicator or one that would move ranks across nodes; rank p runs
  * plan rank (p - root) mod n, and plan rank q is rank (q + root) mod n. */
@@ -619,6 +784,7 @@ int main(void) {
   tcase_add_test(tc, test_ew_two_rank);
   tcase_add_test(tc, test_ew_refusals);
   tcase_add_loop_test(tc, test_ew_shipped, 0, (int)(sizeof(ew_plans) / sizeof(ew_plans[0])));
+  tcase_add_loop_test(tc, test_ewx_shipped, 0, (int)(sizeof(ewx_plans) / sizeof(ewx_plans[0])));
   tcase_add_test(tc, test_root_shift);
   tcase_add_test(tc, test_bad_args);
   suite_add_tcase(s, tc);
