@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: MIT
  * planccl-refbench: how much slower a plan runs than a hand-written kernel of the same algorithm
- * (bench/ref_allreduce.cuh), side by side in one run: same ranks, buffers and launch shape. */
+ * (bench/ref_*.cuh), side by side in one run: same ranks, buffers and launch shape. */
 
 /* Ranks are threads of this process, rank r on GPU r % ngpus (one GPU: all ranks share it). The
  * plan side is set up as test/gpu/exec_plans.cu does, through the executor's public API only
  * (exec.h, plan.h, memchan.h, mem.h, bootstrap.h). Per (ranks, size): one eager call of the plan
- * and of the reference checked against the host sum, then kernel time per call under CUDA graphs
+ * and of the reference checked against the host result, then kernel time per call under CUDA graphs
  * (each rank captures K calls into its own graph, all ranks meet, each replays it R times between
  * two events; max over ranks) for the plan, the reference, an empty kernel and a plan of one
- * `nop` per block, the last three in the same grid and block size. Exit: 0 ok, 1 mismatch or
+ * `nop` per block, the last three in the same grid and block size. One collective per run
+ * (--coll): the one-phase LL allreduce (ref_allreduce.cuh), the one-shot LL allgather
+ * (ref_allgather.cuh) or reduce-scatter (ref_reducescatter.cuh), sizes as planccl's registry
+ * counts them (allgather: the output, reduce-scatter: the input). Exit: 0 ok, 1 mismatch or
  * error, 2 usage, 77 no GPU. Usage: planccl-refbench --help. */
 #include <limits.h>
 #include <math.h>
@@ -23,9 +26,13 @@
 #include "exec.h"
 #include "kernels.h" /* pcl_kernels_pdl */
 #include "memchan.h"
+#include "ref_allgather.cuh"
 #include "ref_allreduce.cuh"
+#include "ref_reducescatter.cuh"
 
 #define RB_MAX_SIZES 64
+/* Cases of a run: a size, or for allgather and reduce-scatter a size in each placement. */
+#define RB_MAX_CASES (2 * RB_MAX_SIZES)
 #define RB_MAX_RUNS 3
 #define RB_TIMEOUT_S 10
 #define RB_DEFAULT_BLOCKS 8 /* reference shape where no plan runs a size (the N-rank plans') */
@@ -44,17 +51,20 @@ typedef struct {
   uint64_t sizes[RB_MAX_SIZES];
   int nsizes;
   int iters, reps;
-  const char *plan_file; /* NULL: the shipped one-phase plans; "none": reference only */
+  const char *plan_file; /* NULL: the shipped plans of coll; "none": reference only */
   int blocks, threads;   /* 0: not given */
   int csv;
+  int coll; /* PCL_PLAN_COLL_ALLREDUCE, _ALLGATHER or _REDUCESCATTER */
 } rb_opts_t;
 
-/* One size of one run, decided by main before the rank threads start: identical on all ranks. */
+/* One size (in one placement) of one run, decided before the rank threads start: identical on
+ * all ranks. */
 typedef struct {
-  uint64_t bytes;
-  const pcl_plan_t *plan; /* NULL: no plan runs this size */
-  const pcl_plan_t *nop;  /* one nop per block in (blocks, threads); NULL: could not be built */
-  int blocks, threads;    /* the reference's, empty kernel's and nop plan's launch shape */
+  uint64_t bytes;               /* the message, as the registry counts it */
+  uint64_t in_bytes, out_bytes; /* each rank's input and output (pcl_plan_buffer_bytes) */
+  const pcl_plan_t *plan;       /* NULL: no plan runs this size */
+  const pcl_plan_t *nop; /* one nop per block in (blocks, threads); NULL: could not be built */
+  int blocks, threads;   /* the reference's, empty kernel's and nop plan's launch shape */
   int inplace;
   int ref_ok; /* 0: the reference cannot run this shape here (not co-resident); not measured */
 } rb_case_t;
@@ -74,8 +84,9 @@ typedef struct {
   int nranks, ngpus;
   int dev_ranks; /* the most ranks sharing one GPU */
   int ncases;
-  rb_case_t cases[RB_MAX_SIZES];
-  rb_res_t res[PCL_REF_MAX_RANKS][RB_MAX_SIZES];
+  int nplace; /* placements measured per size (1, or 2: in place, then out of place) */
+  rb_case_t cases[RB_MAX_CASES];
+  rb_res_t res[PCL_REF_MAX_RANKS][RB_MAX_CASES];
   pcl_bootstrap_handle_t handle;
   uint64_t max_bytes, plan_scratch_bytes, ref_half_bytes;
   int memchans; /* memory channels per peer (the most any plan of the run opens) */
@@ -95,7 +106,7 @@ typedef struct {
   pcl_exec_ctx_t *ctx;
   cudaStream_t st;
   cudaEvent_t e0, e1;
-  float *d_a, *d_b; /* input (and output when in place) / output, max_bytes each */
+  float *d_a, *d_b; /* input (and output when in place; rb_bufs) / output, max_bytes each */
   char *ref_scratch;
   uint64_t *ref_flags;
   uint32_t *ref_err;
@@ -188,9 +199,73 @@ static float rb_value(int rank, uint64_t i, unsigned salt) {
   return (float)((int)((i * 7 + (uint64_t)rank * 13 + salt) % 31) - 15);
 }
 
+/* ---- the collective of the run ---------------------------------------------------------- */
+
+static const char *rb_coll_name(int coll) {
+  return coll == PCL_PLAN_COLL_ALLGATHER       ? "allgather"
+         : coll == PCL_PLAN_COLL_REDUCESCATTER ? "reducescatter"
+                                               : "allreduce";
+}
+
+/* The reference of the collective: its kernels by rank count (for loading and occupancy). */
+static pcl_ref_kernel_of_t rb_ref_kernels(void) {
+  return g_o.coll == PCL_PLAN_COLL_ALLGATHER       ? pcl_ref_allgather_kernel_of
+         : g_o.coll == PCL_PLAN_COLL_REDUCESCATTER ? pcl_ref_reducescatter_kernel_of
+                                                   : pcl_ref_allreduce_kernel_of;
+}
+
+static cudaError_t rb_ref_launch(int nranks, const pcl_ref_args_t *a, int blocks, int threads,
+                                 cudaStream_t st) {
+  if (g_o.coll == PCL_PLAN_COLL_ALLGATHER)
+    return pcl_ref_allgather_launch(nranks, a, blocks, threads, st);
+  if (g_o.coll == PCL_PLAN_COLL_REDUCESCATTER)
+    return pcl_ref_reducescatter_launch(nranks, a, blocks, threads, st);
+  return pcl_ref_allreduce_launch(nranks, a, blocks, threads, st);
+}
+
+static uint64_t rb_ref_half_bytes(int nranks, uint64_t max_bytes) {
+  if (g_o.coll == PCL_PLAN_COLL_ALLGATHER)
+    return pcl_ref_allgather_half_bytes(nranks, max_bytes);
+  if (g_o.coll == PCL_PLAN_COLL_REDUCESCATTER)
+    return pcl_ref_reducescatter_half_bytes(nranks, max_bytes);
+  return pcl_ref_allreduce_half_bytes(nranks, max_bytes);
+}
+
+/* Each rank's input and output bytes for a message (plan.h's semantics, without a plan: the
+ * reference runs sizes no plan takes too). */
+static void rb_buffer_bytes(int nranks, uint64_t bytes, uint64_t *in, uint64_t *out) {
+  *in = *out = bytes;
+  if (g_o.coll == PCL_PLAN_COLL_ALLGATHER)
+    *in = bytes / (uint64_t)nranks;
+  else if (g_o.coll == PCL_PLAN_COLL_REDUCESCATTER)
+    *out = bytes / (uint64_t)nranks;
+}
+
+/* The case's buffers in d_a (and d_b out of place). In place, as NCCL places them (and
+ * test/gpu/exec_rank.cu's xr_bufs): allreduce in == out; allgather's input is this rank's
+ * chunk of the output; reduce-scatter's output is this rank's chunk of the input. */
 static void rb_bufs(rb_rank_t *R, const rb_case_t *c, const void **in, void **out) {
   *in = R->d_a;
   *out = c->inplace ? (void *)R->d_a : (void *)R->d_b;
+  if (!c->inplace)
+    return;
+  if (g_o.coll == PCL_PLAN_COLL_ALLGATHER)
+    *in = (const char *)R->d_a + (uint64_t)R->rank * c->in_bytes;
+  else if (g_o.coll == PCL_PLAN_COLL_REDUCESCATTER)
+    *out = (char *)R->d_a + (uint64_t)R->rank * c->out_bytes;
+}
+
+/* Launch arguments of a plan call on the case's buffers (the collective's in/out bytes). */
+static pcl_exec_args_t rb_plan_args(const rb_case_t *c, const void *in, void *out) {
+  pcl_exec_args_t a;
+  memset(&a, 0, sizeof(a));
+  a.in = in;
+  a.out = out;
+  a.in_bytes = c->in_bytes;
+  a.out_bytes = c->out_bytes;
+  a.dtype = ncclFloat32;
+  a.op = ncclSum;
+  return a;
 }
 
 /* One call of `kind` on R->st (eager or being captured); 0 or 1 with a message. */
@@ -200,7 +275,7 @@ static int rb_launch(rb_rank_t *R, const rb_case_t *c, int kind) {
   rb_bufs(R, c, &in, &out);
   switch (kind) {
   case RB_PLAN: {
-    pcl_exec_args_t a = {in, out, c->bytes, c->bytes, ncclFloat32, ncclSum, 0, 0, NULL};
+    pcl_exec_args_t a = rb_plan_args(c, in, out);
     RB_CK(pcl_exec_launch(R->ctx, c->plan, &a, R->st));
     return 0;
   }
@@ -217,7 +292,7 @@ static int rb_launch(rb_rank_t *R, const rb_case_t *c, int kind) {
 #ifdef PCL_KPROF
     R->ref.prof = kind == RB_REF ? R->d_refprof : NULL;
 #endif
-    RB_CUCK(pcl_ref_allreduce_launch(R->run->nranks, &R->ref, c->blocks, c->threads, R->st));
+    RB_CUCK(rb_ref_launch(R->run->nranks, &R->ref, c->blocks, c->threads, R->st));
     return 0;
   case RB_EMPTYPDL:
     RB_CUCK(pcl_ref_empty_launch_pdl(c->blocks, c->threads, R->st));
@@ -228,35 +303,50 @@ static int rb_launch(rb_rank_t *R, const rb_case_t *c, int kind) {
   }
 }
 
-/* One eager call of the plan or the reference on fresh inputs, compared with the host sum. */
+/* What output float i of `rank` must hold when rank r's input float j was rb_value(r, j, salt):
+ * the sum over ranks (allreduce: of float i; reduce-scatter: of float i of chunk `rank`), or for
+ * allgather float i of the concatenation of the inputs (chunks of cn floats). */
+static float rb_want(int nranks, int rank, uint64_t i, uint64_t cn, unsigned salt) {
+  if (g_o.coll == PCL_PLAN_COLL_ALLGATHER)
+    return rb_value((int)(i / cn), i % cn, salt);
+  const uint64_t at = g_o.coll == PCL_PLAN_COLL_REDUCESCATTER ? (uint64_t)rank * cn + i : i;
+  float want = rb_value(0, at, salt);
+  for (int r = 1; r < nranks; r++)
+    want += rb_value(r, at, salt);
+  return want;
+}
+
+/* One eager call of the plan or the reference on fresh inputs, compared with the host result. */
 static int rb_check(rb_rank_t *R, int ci, int kind) {
   const rb_case_t *c = &R->run->cases[ci];
   const int nranks = R->run->nranks;
   const unsigned salt = (unsigned)(ci * 2 + kind);
-  const uint64_t n = c->bytes / sizeof(float);
+  const uint64_t n = c->out_bytes / sizeof(float), cn = c->bytes / sizeof(float) / nranks;
   const void *in;
   void *out;
   rb_bufs(R, c, &in, &out);
-  for (uint64_t i = 0; i < n; i++)
+  for (uint64_t i = 0; i < c->in_bytes / sizeof(float); i++)
     R->h_in[i] = rb_value(R->rank, i, salt);
-  RB_CUCK(cudaMemcpyAsync(R->d_a, R->h_in, c->bytes, cudaMemcpyHostToDevice, R->st));
-  if (!c->inplace) /* all-ones bits: a NaN, so an unwritten word fails */
-    RB_CUCK(cudaMemsetAsync(R->d_b, 0xff, c->bytes, R->st));
+  /* All-ones bits: a NaN, so an unwritten word fails. In-place allgather's output holds the
+   * input as one chunk, so it is poisoned before the input goes in; the other in-place outputs
+   * are the input. */
+  if (!c->inplace || g_o.coll == PCL_PLAN_COLL_ALLGATHER)
+    RB_CUCK(cudaMemsetAsync(out, 0xff, c->out_bytes, R->st));
+  RB_CUCK(cudaMemcpyAsync((void *)in, R->h_in, c->in_bytes, cudaMemcpyHostToDevice, R->st));
   if (rb_launch(R, c, kind))
     return 1;
-  RB_CUCK(cudaMemcpyAsync(R->h_out, out, c->bytes, cudaMemcpyDeviceToHost, R->st));
+  RB_CUCK(cudaMemcpyAsync(R->h_out, out, c->out_bytes, cudaMemcpyDeviceToHost, R->st));
   RB_CUCK(cudaStreamSynchronize(R->st));
   long bad = 0;
   for (uint64_t i = 0; i < n; i++) {
-    float want = rb_value(0, i, salt);
-    for (int r = 1; r < nranks; r++)
-      want += rb_value(r, i, salt);
+    const float want = rb_want(nranks, R->rank, i, cn, salt);
     if (memcmp(&want, &R->h_out[i], sizeof(float)) != 0) {
       if (bad == 0)
         fprintf(stderr,
-                "planccl-refbench: rank %d: %s, %d ranks, %llu bytes: float %llu is %g, "
+                "planccl-refbench: rank %d: %s %s, %d ranks, %llu bytes, %s: float %llu is %g, "
                 "want %g\n",
-                R->rank, rb_kind_name[kind], nranks, (unsigned long long)c->bytes,
+                R->rank, rb_kind_name[kind], rb_coll_name(g_o.coll), nranks,
+                (unsigned long long)c->bytes, c->inplace ? "in place" : "out of place",
                 (unsigned long long)i, (double)R->h_out[i], (double)want);
       bad++;
     }
@@ -356,7 +446,7 @@ static int rb_case(rb_rank_t *R, int ci) {
   const void *in;
   void *out;
   rb_bufs(R, c, &in, &out);
-  pcl_exec_args_t a = {in, out, c->bytes, c->bytes, ncclFloat32, ncclSum, 0, 0, NULL};
+  pcl_exec_args_t a = rb_plan_args(c, in, out);
   pcl_exec_args_t anop = {R->d_a, R->d_a, c->bytes, c->bytes, ncclFloat32, ncclSum, 0, 0, NULL};
   /* pcl_exec_supported builds the program (allocates); prepare makes capture safe. */
   int plan_ok = c->plan != NULL && pcl_exec_supported(R->ctx, c->plan, &a) &&
@@ -554,7 +644,8 @@ static int rb_find_plan(const char *rel, int extra, char *out, size_t n) {
   return -1;
 }
 
-/* Loads and checks a plan for an N-rank fp32 sum allreduce; NULL with a message otherwise. */
+/* Loads and checks a plan for an N-rank fp32 (sum) call of the run's collective; NULL with a
+ * message otherwise. */
 static pcl_plan_t *rb_load_plan(const char *path, int nranks) {
   char err[512];
   pcl_plan_t *p = NULL;
@@ -563,8 +654,10 @@ static pcl_plan_t *rb_load_plan(const char *path, int nranks) {
     return NULL;
   }
   const char *why = NULL;
-  if (p->collective != PCL_PLAN_COLL_ALLREDUCE)
-    why = "is not an allreduce (the reference is one)";
+  if (p->collective != g_o.coll)
+    why = g_o.coll == PCL_PLAN_COLL_ALLGATHER       ? "is not an allgather (see --coll)"
+          : g_o.coll == PCL_PLAN_COLL_REDUCESCATTER ? "is not a reduce-scatter (see --coll)"
+                                                    : "is not an allreduce (see --coll)";
   else if (p->n_gpus != nranks)
     why = "has another number of ranks";
   else if (!pcl_plan_accepts_op(p, (int)ncclSum))
@@ -642,20 +735,26 @@ static int rb_chans_per_peer(const pcl_plan_t *p) {
 static void usage(void) {
   fprintf(stderr,
           "usage: planccl-refbench [options]\n"
+          "  --coll C            allreduce (default), allgather or reducescatter: the plans\n"
+          "                      and the hand-written LL16 reference of that collective\n"
           "  --ranks N[,N..]     ranks (2, 4, 8) as threads of this process, rank r on GPU\n"
           "                      r %% ngpus (default 2)\n"
           "  --sizes S[,S..]     message bytes, K/M suffixes, multiples of 16 (default 1K,8K,64K)\n"
+          "                      as planccl's registry counts them: allgather the output,\n"
+          "                      reducescatter the input (both: multiples of 16 x ranks)\n"
           "  -b MIN -e MAX -f F  or a sweep MIN, MIN*F, .. MAX (F default 2)\n"
           "  --iters K           calls captured per CUDA graph (default 50)\n"
           "  --reps R            timed replays of the graph (default 20)\n"
           "  --plan FILE|none    this plan for every size (default: the shipped one-phase LL\n"
-          "                      allreduce plans, in-place, picked by size; none: no plan)\n"
+          "                      allreduce plans, in-place, picked by size; for allgather and\n"
+          "                      reducescatter the opt-in one-shot LL plans, in-place and\n"
+          "                      out-of-place, each size in both; none: no plan)\n"
           "  --blocks B --threads T  the reference's launch shape (default: the plan's;\n"
           "                      %d x %d where no plan runs the size)\n"
           "  --csv               comma-separated output\n"
           "Plans are found under $PCL_SOURCE_DIR/plans, <prefix>/share/planccl/plans(-extra) or\n"
-          "the source tree this was built from. fp32 sum; time = kernel time per call under CUDA\n"
-          "graphs, max over ranks. Exit 0 ok, 1 mismatch or error, 2 usage, 77 no GPU.\n",
+          "the source tree this was built from. fp32 (sum); time = kernel time per call under\n"
+          "CUDA graphs, max over ranks. Exit 0 ok, 1 mismatch or error, 2 usage, 77 no GPU.\n",
           RB_DEFAULT_BLOCKS, RB_DEFAULT_THREADS);
 }
 
@@ -707,98 +806,98 @@ static void rb_fmt_size(uint64_t b, char *buf, size_t n) {
     snprintf(buf, n, "%llu", (unsigned long long)b);
 }
 
-static int rb_parse_args(int argc, char **argv) {
-  uint64_t minb = 0, maxb = 0;
-  double factor = 2;
-  int sweep = 0, have_sizes = 0;
-  g_o.iters = 50;
-  g_o.reps = 20;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      return 1;
-    } else if (!strcmp(a, "--csv")) {
-      g_o.csv = 1;
-    } else if (strcmp(a, "--ranks") && strcmp(a, "--sizes") && strcmp(a, "-b") && strcmp(a, "-e") &&
-               strcmp(a, "-f") && strcmp(a, "--iters") && strcmp(a, "--reps") &&
-               strcmp(a, "--blocks") && strcmp(a, "--threads") && strcmp(a, "--plan")) {
-      fprintf(stderr, "planccl-refbench: unknown option %s\n", a);
-      return -1;
-    } else if (v == NULL) {
-      fprintf(stderr, "planccl-refbench: %s needs a value\n", a);
-      return -1;
-    } else if (!strcmp(a, "--ranks") || !strcmp(a, "--sizes")) {
-      int ranks = !strcmp(a, "--ranks");
-      char list[1024];
-      snprintf(list, sizeof(list), "%s", argv[++i]);
-      if (ranks)
-        g_o.nruns = 0;
-      else
-        g_o.nsizes = 0, have_sizes = 1;
-      for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (ranks) {
-          int n;
-          if (rb_parse_int(t, 2, 8, &n) || (n != 2 && n != 4 && n != 8) ||
-              g_o.nruns == RB_MAX_RUNS) {
-            fprintf(stderr, "planccl-refbench: --ranks takes up to 3 of 2, 4, 8, not '%s'\n", t);
-            return -1;
-          }
-          g_o.ranks[g_o.nruns++] = n;
-        } else {
-          uint64_t b;
-          if (rb_parse_bytes(t, &b) || g_o.nsizes == RB_MAX_SIZES) {
-            fprintf(stderr, "planccl-refbench: bad size '%s' (or more than %d)\n", t, RB_MAX_SIZES);
-            return -1;
-          }
-          g_o.sizes[g_o.nsizes++] = b;
-        }
-      }
-    } else if (!strcmp(a, "-b") || !strcmp(a, "-e")) {
-      if (rb_parse_bytes(argv[++i], !strcmp(a, "-b") ? &minb : &maxb)) {
-        fprintf(stderr, "planccl-refbench: bad size '%s'\n", argv[i]);
+#define RB_STR(x) #x
+#define RB_XSTR(x) RB_STR(x) /* a macro's value as a string literal */
+
+/* What rb_parse_args gathers before it can settle the sizes. */
+typedef struct {
+  uint64_t minb, maxb;
+  double factor;
+  int sweep, have_sizes;
+} rb_parse_t;
+
+/* --ranks or --sizes: a comma-separated list, replacing any earlier one. */
+static int rb_parse_list(const char *arg, int ranks, rb_parse_t *ps) {
+  char list[1024];
+  snprintf(list, sizeof(list), "%s", arg);
+  if (ranks)
+    g_o.nruns = 0;
+  else
+    g_o.nsizes = 0, ps->have_sizes = 1;
+  for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    if (ranks) {
+      int n;
+      if (rb_parse_int(t, 2, 8, &n) || (n != 2 && n != 4 && n != 8) || g_o.nruns == RB_MAX_RUNS) {
+        fprintf(stderr, "planccl-refbench: --ranks takes up to 3 of 2, 4, 8, not '%s'\n", t);
         return -1;
       }
-      sweep = 1;
-    } else if (!strcmp(a, "-f")) {
-      factor = atof(argv[++i]);
-      sweep = 1;
-    } else if (!strcmp(a, "--iters")) {
-      if (rb_parse_int(argv[++i], 1, 100000, &g_o.iters)) {
-        fprintf(stderr, "planccl-refbench: --iters takes 1..100000\n");
+      g_o.ranks[g_o.nruns++] = n;
+    } else {
+      uint64_t b;
+      if (rb_parse_bytes(t, &b) || g_o.nsizes == RB_MAX_SIZES) {
+        fprintf(stderr, "planccl-refbench: bad size '%s' (or more than %d)\n", t, RB_MAX_SIZES);
         return -1;
       }
-    } else if (!strcmp(a, "--reps")) {
-      if (rb_parse_int(argv[++i], 1, 100000, &g_o.reps)) {
-        fprintf(stderr, "planccl-refbench: --reps takes 1..100000\n");
-        return -1;
-      }
-    } else if (!strcmp(a, "--blocks")) {
-      if (rb_parse_int(argv[++i], 1, PCL_REF_MAX_SLOTS, &g_o.blocks)) {
-        fprintf(stderr, "planccl-refbench: --blocks takes 1..%d\n", PCL_REF_MAX_SLOTS);
-        return -1;
-      }
-    } else if (!strcmp(a, "--threads")) {
-      if (rb_parse_int(argv[++i], 32, 1024, &g_o.threads)) {
-        fprintf(stderr, "planccl-refbench: --threads takes 32..1024\n");
-        return -1;
-      }
-    } else { /* --plan */
-      g_o.plan_file = argv[++i];
+      g_o.sizes[g_o.nsizes++] = b;
     }
   }
-  if (g_o.nruns == 0)
-    g_o.ranks[g_o.nruns++] = 2;
-  if (sweep) {
-    if (have_sizes || minb == 0 || maxb < minb || !(factor > 1)) {
+  return 0;
+}
+
+/* One option `a` that takes a value `v`; 0, or -1 with a message. */
+static int rb_parse_value(const char *a, const char *v, rb_parse_t *ps) {
+  if (!strcmp(a, "--ranks") || !strcmp(a, "--sizes"))
+    return rb_parse_list(v, !strcmp(a, "--ranks"), ps);
+  const char *why = NULL;
+  if (!strcmp(a, "-b") || !strcmp(a, "-e")) {
+    ps->sweep = 1;
+    if (rb_parse_bytes(v, !strcmp(a, "-b") ? &ps->minb : &ps->maxb))
+      why = "a size";
+  } else if (!strcmp(a, "-f")) {
+    ps->factor = atof(v);
+    ps->sweep = 1;
+  } else if (!strcmp(a, "--iters")) {
+    if (rb_parse_int(v, 1, 100000, &g_o.iters))
+      why = "1..100000";
+  } else if (!strcmp(a, "--reps")) {
+    if (rb_parse_int(v, 1, 100000, &g_o.reps))
+      why = "1..100000";
+  } else if (!strcmp(a, "--blocks")) {
+    if (rb_parse_int(v, 1, PCL_REF_MAX_SLOTS, &g_o.blocks))
+      why = "1.." RB_XSTR(PCL_REF_MAX_SLOTS);
+  } else if (!strcmp(a, "--threads")) {
+    if (rb_parse_int(v, 32, 1024, &g_o.threads))
+      why = "32..1024";
+  } else if (!strcmp(a, "--coll")) {
+    if (!strcmp(v, "allreduce"))
+      g_o.coll = PCL_PLAN_COLL_ALLREDUCE;
+    else if (!strcmp(v, "allgather"))
+      g_o.coll = PCL_PLAN_COLL_ALLGATHER;
+    else if (!strcmp(v, "reducescatter"))
+      g_o.coll = PCL_PLAN_COLL_REDUCESCATTER;
+    else
+      why = "allreduce, allgather or reducescatter";
+  } else { /* --plan */
+    g_o.plan_file = v;
+  }
+  if (why != NULL)
+    fprintf(stderr, "planccl-refbench: %s takes %s, not '%s'\n", a, why, v);
+  return why != NULL ? -1 : 0;
+}
+
+/* The sizes, once every option is known: the sweep or the default, each checked against the
+ * collective and every run's rank count. */
+static int rb_parse_sizes(const rb_parse_t *ps) {
+  if (ps->sweep) {
+    if (ps->have_sizes || ps->minb == 0 || ps->maxb < ps->minb || !(ps->factor > 1)) {
       fprintf(stderr, "planccl-refbench: -b/-e/-f need 0 < MIN <= MAX, F > 1, and no --sizes\n");
       return -1;
     }
     g_o.nsizes = 0;
-    for (double s = (double)minb; s <= (double)maxb * 1.0001 && g_o.nsizes < RB_MAX_SIZES;
-         s *= factor)
+    for (double s = (double)ps->minb; s <= (double)ps->maxb * 1.0001 && g_o.nsizes < RB_MAX_SIZES;
+         s *= ps->factor)
       g_o.sizes[g_o.nsizes++] = (uint64_t)s;
-  } else if (!have_sizes) {
+  } else if (!ps->have_sizes) {
     g_o.sizes[0] = 1024, g_o.sizes[1] = 8192, g_o.sizes[2] = 65536;
     g_o.nsizes = 3;
   }
@@ -810,10 +909,80 @@ static int rb_parse_args(int argc, char **argv) {
               (unsigned long long)g_o.sizes[s]);
       return -1;
     }
+  /* Allgather and reduce-scatter split the message into one chunk per rank, each of whole
+   * 16-byte units (as the plans' buffer_alignment and the reference's block split need). */
+  for (int k = 0; k < g_o.nruns && g_o.coll != PCL_PLAN_COLL_ALLREDUCE; k++)
+    for (int s = 0; s < g_o.nsizes; s++)
+      if (g_o.sizes[s] % (16ull * (uint64_t)g_o.ranks[k]) != 0) {
+        fprintf(stderr,
+                "planccl-refbench: size %llu: %s sizes for %d ranks must be multiples of "
+                "%d bytes (a chunk of whole 16-byte units per rank)\n",
+                (unsigned long long)g_o.sizes[s], rb_coll_name(g_o.coll), g_o.ranks[k],
+                16 * g_o.ranks[k]);
+        return -1;
+      }
   return 0;
 }
 
-/* The plans of one run: --plan's, or the shipped in-place one-phase LL allreduce plans for N. */
+/* 0 ok, 1 --help, -1 usage error (with a message). */
+static int rb_parse_args(int argc, char **argv) {
+  rb_parse_t ps;
+  memset(&ps, 0, sizeof(ps));
+  ps.factor = 2;
+  g_o.iters = 50;
+  g_o.reps = 20;
+  g_o.coll = PCL_PLAN_COLL_ALLREDUCE;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      return 1;
+    } else if (!strcmp(a, "--csv")) {
+      g_o.csv = 1;
+    } else if (strcmp(a, "--ranks") && strcmp(a, "--sizes") && strcmp(a, "-b") && strcmp(a, "-e") &&
+               strcmp(a, "-f") && strcmp(a, "--iters") && strcmp(a, "--reps") &&
+               strcmp(a, "--blocks") && strcmp(a, "--threads") && strcmp(a, "--plan") &&
+               strcmp(a, "--coll")) {
+      fprintf(stderr, "planccl-refbench: unknown option %s\n", a);
+      return -1;
+    } else if (v == NULL) {
+      fprintf(stderr, "planccl-refbench: %s needs a value\n", a);
+      return -1;
+    } else if (rb_parse_value(a, argv[++i], &ps) != 0) {
+      return -1;
+    }
+  }
+  if (g_o.nruns == 0)
+    g_o.ranks[g_o.nruns++] = 2;
+  return rb_parse_sizes(&ps);
+}
+
+/* The shipped default plans of the run's collective for N ranks, as paths relative to the plan
+ * directories: the in-place one-phase LL allreduce plans (2 ranks: three, by size; others: the
+ * opt-in one), or the opt-in one-shot LL allgather / reduce-scatter plans, in place and out of
+ * place. Returns how many, and whether they are opt-in (*extra). */
+static int rb_default_plans(int nranks, char rel[][128], int *extra) {
+  static const char *const two[] = {"allreduce/2gpu_ll1_small_inplace.json",
+                                    "allreduce/2gpu_ll1_inplace.json",
+                                    "allreduce/2gpu_ll1_large_inplace.json"};
+  if (g_o.coll != PCL_PLAN_COLL_ALLREDUCE) {
+    const char *dir = rb_coll_name(g_o.coll);
+    snprintf(rel[0], 128, "%s/%dgpu_ll_inplace.json", dir, nranks);
+    snprintf(rel[1], 128, "%s/%dgpu_ll_outofplace.json", dir, nranks);
+    *extra = 1;
+    return 2;
+  }
+  *extra = nranks != 2;
+  if (nranks != 2) {
+    snprintf(rel[0], 128, "allreduce/%dgpu_ll1_inplace.json", nranks);
+    return 1;
+  }
+  for (int k = 0; k < 3; k++)
+    snprintf(rel[k], 128, "%s", two[k]);
+  return 3;
+}
+
+/* The plans of one run: --plan's, or the shipped defaults (rb_default_plans). */
 static int rb_load_run_plans(int nranks, pcl_plan_t **plans, int *np) {
   *np = 0;
   if (g_o.plan_file != NULL) {
@@ -824,21 +993,15 @@ static int rb_load_run_plans(int nranks, pcl_plan_t **plans, int *np) {
     *np = 1;
     return 0;
   }
-  static const char *const two[] = {"allreduce/2gpu_ll1_small_inplace.json",
-                                    "allreduce/2gpu_ll1_inplace.json",
-                                    "allreduce/2gpu_ll1_large_inplace.json"};
-  char rel[128], path[PATH_MAX];
-  int n = nranks == 2 ? 3 : 1;
+  char rel[3][128], path[PATH_MAX];
+  int extra = 0;
+  const int n = rb_default_plans(nranks, rel, &extra);
   for (int k = 0; k < n; k++) {
-    if (nranks == 2)
-      snprintf(rel, sizeof(rel), "%s", two[k]);
-    else
-      snprintf(rel, sizeof(rel), "allreduce/%dgpu_ll1_inplace.json", nranks);
-    if (rb_find_plan(rel, nranks != 2, path, sizeof(path)) != 0) {
+    if (rb_find_plan(rel[k], extra, path, sizeof(path)) != 0) {
       fprintf(stderr,
               "planccl-refbench: cannot find %s%s (set PCL_SOURCE_DIR to the source tree, "
               "or pass --plan)\n",
-              nranks != 2 ? "the opt-in plan " : "", rel);
+              extra ? "the opt-in plan " : "", rel[k]);
       return -1;
     }
     if ((plans[*np] = rb_load_plan(path, nranks)) == NULL)
@@ -848,33 +1011,66 @@ static int rb_load_run_plans(int nranks, pcl_plan_t **plans, int *np) {
   return 0;
 }
 
-/* Fills g_run's cases for nranks: the plan of each size, the shape, the nop plan, scratch sizes. */
+/* The placements a run measures per size (1 = in place, 0 = out of place), in this order: those
+ * of its plans, in the plans' order; without plans, in place alone for allreduce (the shipped
+ * plans' placement) and both for allgather and reduce-scatter. Returns how many (1 or 2). */
+static int rb_placements(pcl_plan_t *const *plans, int np, int place[2]) {
+  int n = 0;
+  for (int k = 0; k < np && n < 2; k++)
+    if (n == 0 || place[0] != plans[k]->inplace)
+      place[n++] = plans[k]->inplace != 0;
+  if (n == 0) {
+    place[n++] = 1;
+    if (g_o.coll != PCL_PLAN_COLL_ALLREDUCE)
+      place[n++] = 0;
+  }
+  return n;
+}
+
+/* The case's plan (the first of its placement that runs its size), launch shape and whether the
+ * reference's blocks of all ranks sharing a GPU fit it at once (they spin on each other). */
+static void rb_plan_case(rb_case_t *c, pcl_plan_t *const *plans, int np, int per_gpu, int sms) {
+  for (int k = 0; k < np && c->plan == NULL; k++)
+    if ((plans[k]->inplace != 0) == c->inplace && pcl_plan_size_runnable(plans[k], c->bytes))
+      c->plan = plans[k];
+  c->blocks = c->plan ? c->plan->max_blocks : RB_DEFAULT_BLOCKS;
+  c->threads = c->plan ? c->plan->num_threads_per_block : RB_DEFAULT_THREADS;
+  if (g_o.blocks)
+    c->blocks = g_o.blocks;
+  if (g_o.threads)
+    c->threads = g_o.threads;
+  int bps = pcl_ref_blocks_per_sm(rb_ref_kernels()(g_run.nranks), c->threads);
+  c->ref_ok = bps > 0 && (long)per_gpu * c->blocks <= (long)bps * sms;
+  if (!c->ref_ok)
+    fprintf(stderr,
+            "planccl-refbench: %d ranks per GPU x %d blocks of %d threads of the "
+            "reference do not fit the GPU at once (%d per SM, %d SMs): not measured\n",
+            per_gpu, c->blocks, c->threads, bps, sms);
+}
+
+/* Fills g_run's cases for nranks: per size and placement the plan, the shape, the nop plan, and
+ * the scratch sizes. */
 static void rb_plan_run(int nranks, int ngpus, pcl_plan_t **plans, int np, pcl_plan_t **nops,
                         int *nnops, int sms) {
   memset(&g_run, 0, sizeof(g_run));
   g_run.nranks = nranks;
   g_run.ngpus = ngpus;
-  g_run.ncases = g_o.nsizes;
+  int place[2];
+  g_run.nplace = rb_placements(plans, np, place);
+  g_run.ncases = g_o.nsizes * g_run.nplace;
   g_run.memchans = 1;
   uint64_t plan_scratch = 1u << 20;
   *nnops = 0;
   const int per_gpu = (nranks + ngpus - 1) / ngpus;
   g_run.dev_ranks = per_gpu;
-  for (int s = 0; s < g_o.nsizes; s++) {
-    rb_case_t *c = &g_run.cases[s];
-    c->bytes = g_o.sizes[s];
+  for (int ci = 0; ci < g_run.ncases; ci++) {
+    rb_case_t *c = &g_run.cases[ci];
+    c->bytes = g_o.sizes[ci / g_run.nplace];
+    c->inplace = place[ci % g_run.nplace];
+    rb_buffer_bytes(nranks, c->bytes, &c->in_bytes, &c->out_bytes);
     if (c->bytes > g_run.max_bytes)
       g_run.max_bytes = c->bytes;
-    for (int k = 0; k < np && c->plan == NULL; k++)
-      if (pcl_plan_size_runnable(plans[k], c->bytes))
-        c->plan = plans[k];
-    c->inplace = c->plan == NULL || c->plan->inplace;
-    c->blocks = c->plan ? c->plan->max_blocks : RB_DEFAULT_BLOCKS;
-    c->threads = c->plan ? c->plan->num_threads_per_block : RB_DEFAULT_THREADS;
-    if (g_o.blocks)
-      c->blocks = g_o.blocks;
-    if (g_o.threads)
-      c->threads = g_o.threads;
+    rb_plan_case(c, plans, np, per_gpu, sms);
     if (c->plan != NULL) {
       uint64_t sb = pcl_plan_scratch_bytes(c->plan, c->bytes);
       if (2 * sb > plan_scratch)
@@ -883,14 +1079,6 @@ static void rb_plan_run(int nranks, int ngpus, pcl_plan_t **plans, int np, pcl_p
       if (m > g_run.memchans)
         g_run.memchans = m;
     }
-    /* Spinning blocks of all ranks sharing a GPU must be resident at once. */
-    int bps = pcl_ref_blocks_per_sm(nranks, c->threads);
-    c->ref_ok = bps > 0 && (long)per_gpu * c->blocks <= (long)bps * sms;
-    if (!c->ref_ok)
-      fprintf(stderr,
-              "planccl-refbench: %d ranks per GPU x %d blocks of %d threads of the "
-              "reference do not fit the GPU at once (%d per SM, %d SMs): not measured\n",
-              per_gpu, c->blocks, c->threads, bps, sms);
     for (int k = 0; k < *nnops && c->nop == NULL; k++)
       if (nops[k]->max_blocks == c->blocks && nops[k]->num_threads_per_block == c->threads)
         c->nop = nops[k];
@@ -901,7 +1089,7 @@ static void rb_plan_run(int nranks, int ngpus, pcl_plan_t **plans, int np, pcl_p
     }
   }
   g_run.plan_scratch_bytes = plan_scratch;
-  g_run.ref_half_bytes = (uint64_t)nranks * 2 * g_run.max_bytes;
+  g_run.ref_half_bytes = rb_ref_half_bytes(nranks, g_run.max_bytes);
 }
 
 typedef struct {
@@ -984,13 +1172,15 @@ static void rb_report(rb_summary_t *sum) {
     for (int k = 0; k < 2; k++)
       if (bad[k] > 0)
         sum->mismatches += bad[k];
+    /* Where no plan names the placement, the row says it (two rows per size). */
+    const char *noplan = g_run.nplace < 2 ? "-" : c->inplace ? "- (in-place)" : "- (out-of-place)";
     char name[160];
-    snprintf(name, sizeof(name), "%s%s%s%s", c->plan ? c->plan->name : "-",
+    snprintf(name, sizeof(name), "%s%s%s%s", c->plan ? c->plan->name : noplan,
              g_run.res[0][ci].kernel ? " (" : "",
              g_run.res[0][ci].kernel ? g_run.res[0][ci].kernel : "",
              g_run.res[0][ci].kernel ? ")" : "");
     if (g_o.csv)
-      printf("%d,%llu,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", g_run.nranks,
+      printf("%s,%d,%llu,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", rb_coll_name(g_o.coll), g_run.nranks,
              (unsigned long long)c->bytes, f[RB_PLAN], f[RB_REF], ratio, f[RB_EMPTY], f[RB_NOP],
              f[RB_REFNOP], f[RB_EMPTYPDL], pshape, rshape, check, name);
     else
@@ -1010,6 +1200,118 @@ static void rb_report(rb_summary_t *sum) {
     for (int ci = 0; ci < g_run.ncases; ci++)
       sum->errors += g_run.res[r][ci].failed;
   }
+}
+
+/* Peer access between every pair of the `used` GPUs, and the reference's kernels loaded on each:
+ * the reference reaches peers' scratch (cudaMalloc) by plain pointers, and lazy loading could
+ * wait behind a spinning kernel. 0 or -1 with a message. */
+static int rb_setup_devices(int used) {
+  cudaError_t e;
+  for (int d = 0; d < used; d++) {
+    if ((e = cudaSetDevice(d)) != cudaSuccess ||
+        (e = pcl_ref_load(rb_ref_kernels())) != cudaSuccess) {
+      fprintf(stderr, "planccl-refbench: GPU %d: %s\n", d, cudaGetErrorString(e));
+      return -1;
+    }
+    for (int p = 0; p < used; p++) {
+      int can = 0;
+      if (p == d)
+        continue;
+      if (cudaDeviceCanAccessPeer(&can, d, p) != cudaSuccess || !can) {
+        fprintf(stderr, "planccl-refbench: GPU %d cannot access GPU %d as a peer\n", d, p);
+        return -1;
+      }
+      e = cudaDeviceEnablePeerAccess(p, 0);
+      if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) {
+        fprintf(stderr, "planccl-refbench: peer access %d -> %d: %s\n", d, p,
+                cudaGetErrorString(e));
+        return -1;
+      }
+      (void)cudaGetLastError();
+    }
+  }
+  cudaSetDevice(0);
+  return 0;
+}
+
+static void rb_print_header(const struct cudaDeviceProp *prop, int ngpus) {
+  static const char *const what[] = {
+      "one-phase LL16 allreduce (fp32 sum)",
+      "one-shot LL16 allgather (fp32; size = total output, each rank's input = size / ranks)",
+      "one-shot LL16 reducescatter (fp32 sum; size = total input, each rank's output = size / "
+      "ranks)"};
+  const int w = g_o.coll == PCL_PLAN_COLL_ALLGATHER       ? 1
+                : g_o.coll == PCL_PLAN_COLL_REDUCESCATTER ? 2
+                                                          : 0;
+  printf("# planccl-refbench: plan vs hand-written %s, %s x %d (%d SMs); %d calls per CUDA graph "
+         "x %d replays, kernel time per call in us, max over ranks\n",
+         what[w], prop->name, ngpus, prop->multiProcessorCount, g_o.iters, g_o.reps);
+  printf("# empty = empty kernel node, nop = plan of one nop per block, refnop = the reference "
+         "moving 0 bytes (its flag protocol alone), emptypdl = the empty kernel launched with "
+         "programmatic dependent launch, all in the reference's shape; ratio = plan / ref\n");
+  printf("# planned kernels (plan, nop) launched %s\n",
+         pcl_kernels_pdl() ? "with programmatic dependent launch (PLANCCL_PDL=1)"
+                           : "plainly (PLANCCL_PDL=0)");
+  if (g_o.blocks || g_o.threads)
+    printf("# reference shape overridden (--blocks/--threads): where it differs from the plan's, "
+           "the ratio compares different launch shapes\n");
+  if (g_o.csv)
+    printf("coll,ranks,bytes,plan_us,ref_us,ratio,empty_us,nop_us,refnop_us,emptypdl_us,"
+           "plan_shape,ref_shape,check,plan\n");
+  else
+    printf("%5s %7s %9s %9s %7s %9s %9s %9s %9s %10s %10s %-14s %s\n", "ranks", "size", "plan_us",
+           "ref_us", "ratio", "empty_us", "nop_us", "refnop_us", "emptypdl", "plan_shape",
+           "ref_shape", "check", "plan");
+  fflush(stdout);
+}
+
+/* One run (nranks rank threads) over every case, its rows printed into *sum; frees the plans. */
+static void rb_run(int nranks, pcl_plan_t **plans, int np, int used, int sms, rb_summary_t *sum) {
+  pcl_plan_t *nops[RB_MAX_CASES];
+  int nnops = 0;
+  rb_plan_run(nranks, used < nranks ? used : nranks, plans, np, nops, &nnops, sms);
+  int ok = pcl_bootstrap_root_create(&g_run.handle) == ncclSuccess;
+  rb_rank_t ranks[PCL_REF_MAX_RANKS];
+  pthread_t th[PCL_REF_MAX_RANKS];
+  int started = 0;
+  memset(ranks, 0, sizeof(ranks));
+  for (int r = 0; r < nranks; r++)
+    for (int ci = 0; ci < g_run.ncases; ci++) {
+      for (int q = 0; q < RB_KINDS; q++)
+        g_run.res[r][ci].us[q] = -1;
+      g_run.res[r][ci].bad[0] = g_run.res[r][ci].bad[1] = -1;
+    }
+  if (!ok) {
+    fprintf(stderr, "planccl-refbench: bootstrap root failed\n");
+    sum->errors++;
+  }
+  for (int r = 0; ok && r < nranks; r++) {
+    ranks[r].run = &g_run;
+    ranks[r].rank = r;
+    ranks[r].dev = r % g_run.ngpus;
+  }
+  /* Each rank thread counts in every barrier: should one not start, the others are aborted
+   * and the missing ones are counted in at teardown (the started ones then give up in the
+   * bootstrap, which times out waiting for the missing ranks). */
+  for (int r = 0; ok && r < nranks; r++) {
+    if (pthread_create(&th[r], NULL, rb_rank_main, &ranks[r]) != 0) {
+      fprintf(stderr, "planccl-refbench: cannot start rank thread %d\n", r);
+      rb_abort(&g_run);
+      __atomic_add_fetch(&g_run.down, (unsigned)(nranks - r), __ATOMIC_ACQ_REL);
+      sum->errors++;
+      break;
+    }
+    started++;
+  }
+  for (int r = 0; r < started; r++)
+    pthread_join(th[r], NULL);
+  if (ok)
+    rb_report(sum);
+  fflush(stdout);
+  for (int q = 0; q < nnops; q++)
+    pcl_plan_destroy(nops[q]);
+  for (int q = 0; q < np; q++)
+    pcl_plan_destroy(plans[q]);
 }
 
 int main(int argc, char **argv) {
@@ -1043,110 +1345,19 @@ int main(int argc, char **argv) {
     if (g_o.ranks[k] > maxr)
       maxr = g_o.ranks[k];
   const int used = ngpus < maxr ? ngpus : maxr;
-  /* The reference reaches peers' scratch (cudaMalloc) by plain pointers: with several GPUs that
-   * needs peer access between every pair in use. Its kernels are loaded on every device before
-   * any spinning kernel runs (lazy loading could wait behind one). */
-  for (int d = 0; d < used; d++) {
-    if ((e = cudaSetDevice(d)) != cudaSuccess || (e = pcl_ref_load()) != cudaSuccess) {
-      fprintf(stderr, "planccl-refbench: GPU %d: %s\n", d, cudaGetErrorString(e));
-      return 1;
-    }
-    for (int p = 0; p < used; p++) {
-      int can = 0;
-      if (p == d)
-        continue;
-      if (cudaDeviceCanAccessPeer(&can, d, p) != cudaSuccess || !can) {
-        fprintf(stderr, "planccl-refbench: GPU %d cannot access GPU %d as a peer\n", d, p);
-        return 1;
-      }
-      e = cudaDeviceEnablePeerAccess(p, 0);
-      if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) {
-        fprintf(stderr, "planccl-refbench: peer access %d -> %d: %s\n", d, p,
-                cudaGetErrorString(e));
-        return 1;
-      }
-      (void)cudaGetLastError();
-    }
-  }
-  cudaSetDevice(0);
+  if (rb_setup_devices(used) != 0)
+    return 1;
   struct cudaDeviceProp prop;
   if ((e = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess) {
     fprintf(stderr, "planccl-refbench: %s\n", cudaGetErrorString(e));
     return 1;
   }
-  printf("# planccl-refbench: plan vs hand-written one-phase LL16 allreduce (fp32 sum), %s x %d "
-         "(%d SMs); %d calls per CUDA graph x %d replays, kernel time per call in us, max over "
-         "ranks\n",
-         prop.name, ngpus, prop.multiProcessorCount, g_o.iters, g_o.reps);
-  printf("# empty = empty kernel node, nop = plan of one nop per block, refnop = the reference "
-         "moving 0 bytes (its flag protocol alone), emptypdl = the empty kernel launched with "
-         "programmatic dependent launch, all in the reference's shape; ratio = plan / ref\n");
-  printf("# planned kernels (plan, nop) launched %s\n",
-         pcl_kernels_pdl() ? "with programmatic dependent launch (PLANCCL_PDL=1)"
-                           : "plainly (PLANCCL_PDL=0)");
-  if (g_o.blocks || g_o.threads)
-    printf("# reference shape overridden (--blocks/--threads): where it differs from the plan's, "
-           "the ratio compares different launch shapes\n");
-  if (g_o.csv)
-    printf("ranks,bytes,plan_us,ref_us,ratio,empty_us,nop_us,refnop_us,emptypdl_us,plan_shape,"
-           "ref_shape,check,plan\n");
-  else
-    printf("%5s %7s %9s %9s %7s %9s %9s %9s %9s %10s %10s %-14s %s\n", "ranks", "size", "plan_us",
-           "ref_us", "ratio", "empty_us", "nop_us", "refnop_us", "emptypdl", "plan_shape",
-           "ref_shape", "check", "plan");
-  fflush(stdout);
+  rb_print_header(&prop, ngpus);
 
   rb_summary_t sum;
   memset(&sum, 0, sizeof(sum));
-  for (int k = 0; k < g_o.nruns; k++) {
-    const int nranks = g_o.ranks[k];
-    pcl_plan_t *nops[RB_MAX_SIZES];
-    int nnops = 0;
-    rb_plan_run(nranks, used < nranks ? used : nranks, plans[k], np[k], nops, &nnops,
-                prop.multiProcessorCount);
-    int ok = pcl_bootstrap_root_create(&g_run.handle) == ncclSuccess;
-    rb_rank_t ranks[PCL_REF_MAX_RANKS];
-    pthread_t th[PCL_REF_MAX_RANKS];
-    int started = 0;
-    memset(ranks, 0, sizeof(ranks));
-    for (int r = 0; r < nranks; r++)
-      for (int ci = 0; ci < g_run.ncases; ci++) {
-        for (int q = 0; q < RB_KINDS; q++)
-          g_run.res[r][ci].us[q] = -1;
-        g_run.res[r][ci].bad[0] = g_run.res[r][ci].bad[1] = -1;
-      }
-    if (!ok) {
-      fprintf(stderr, "planccl-refbench: bootstrap root failed\n");
-      sum.errors++;
-    }
-    for (int r = 0; ok && r < nranks; r++) {
-      ranks[r].run = &g_run;
-      ranks[r].rank = r;
-      ranks[r].dev = r % g_run.ngpus;
-    }
-    /* Each rank thread counts in every barrier: should one not start, the others are aborted
-     * and the missing ones are counted in at teardown (the started ones then give up in the
-     * bootstrap, which times out waiting for the missing ranks). */
-    for (int r = 0; ok && r < nranks; r++) {
-      if (pthread_create(&th[r], NULL, rb_rank_main, &ranks[r]) != 0) {
-        fprintf(stderr, "planccl-refbench: cannot start rank thread %d\n", r);
-        rb_abort(&g_run);
-        __atomic_add_fetch(&g_run.down, (unsigned)(nranks - r), __ATOMIC_ACQ_REL);
-        sum.errors++;
-        break;
-      }
-      started++;
-    }
-    for (int r = 0; r < started; r++)
-      pthread_join(th[r], NULL);
-    if (ok)
-      rb_report(&sum);
-    fflush(stdout);
-    for (int q = 0; q < nnops; q++)
-      pcl_plan_destroy(nops[q]);
-    for (int q = 0; q < np[k]; q++)
-      pcl_plan_destroy(plans[k][q]);
-  }
+  for (int k = 0; k < g_o.nruns; k++)
+    rb_run(g_o.ranks[k], plans[k], np[k], used, prop.multiProcessorCount, &sum);
   int fail = sum.mismatches > 0 || sum.errors > 0;
   char at[48] = "-";
   if (sum.n > 0) {
