@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Installs what is missing, builds and installs planccl under build/install, then runs the main
 # job: with two or more GPUs the side-by-side benchmark (planccl, the real NCCL and NCCL with
-# symmetric windows in one run: tables, CSV and plots under bench/results/<date>-<n>gpu/);
+# symmetric windows in one run: tables, CSV and plots under build/results/<date>-<n>gpu/);
 # with one GPU the plan vs hand-written kernel benchmark (ranks sharing it); without GPUs the CPU
 # simulation of every shipped plan, as a table.
 set -euo pipefail
@@ -23,7 +23,7 @@ if [ "$ngpus" -ge 2 ]; then
   [ -n "$real" ] || { echo "no real libnccl.so.2 found; set PLANCCL_NCCL_LIB" >&2; exit 1; }
   export PLANCCL_NCCL_LIB=$real
   g=$((ngpus > 8 ? 8 : ngpus))
-  out=bench/results/$(date +%F)-${g}gpu
+  out=build/results/$(date +%F)-${g}gpu
   mkdir -p "$out"
   bench=("$prefix/bin/planccl-bench" --lib "planccl=$prefix/lib/libplanccl.so" --lib "nccl=$real"
     --lib "nccl-symm=$real:symm" --baseline nccl -g "$g")
@@ -46,7 +46,7 @@ if [ "$ngpus" -ge 2 ]; then
   [ "$rc" = 0 ] || echo "planccl-bench: a run failed or a result was wrong (rc $rc), see above" >&2
   exit "$rc"
 elif [ "$ngpus" -eq 1 ]; then
-  out=bench/results/$(date +%F)-1gpu
+  out=build/results/$(date +%F)-1gpu
   mkdir -p "$out"
   pcl_log "one GPU: the shipped allreduce plans against a hand-written kernel, ranks sharing it -> $out/"
   PCL_SOURCE_DIR=$PCL_ROOT "$prefix/bin/planccl-refbench" --ranks 2,4,8 | tee "$out/refbench.txt"

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT
- * planccl-flagprobe: what the per-call flag protocol costs a CUDA-graph kernel node, kept as the
- * record of issue 11's nop measurement. Variants of one kernel, each timed as a graph of many
- * back-to-back nodes: empty; the flag slots (a load at entry, every slot stored at the end: the
- * executor's protocol, kernel_abi.h); one 64-bit atomic at entry and nothing at the end; a load
- * alone (no protocol: the floor under any); a parameter read alone; a load from a module
- * variable (no parameter); two dependent loads (a pointer, then the flag through it, as a
+ * planccl-flagprobe: what the per-call flag protocol costs a CUDA-graph kernel node, the floor
+ * under a one-nop plan's cost (docs/performance.md). Variants of one kernel, each timed as a
+ * graph of many back-to-back nodes: empty; the flag slots (a load at entry, every slot stored at
+ * the end: the executor's protocol, kernel_abi.h); one 64-bit atomic at entry and nothing at the
+ * end; a load alone (no protocol: the floor under any); a parameter read alone; a load from a
+ * module variable (no parameter); two dependent loads (a pointer, then the flag through it, as a
  * descriptor is read before what it names); each also with a payload of stores. */
 #include <stdio.h>
 #include <stdlib.h>

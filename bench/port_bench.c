@@ -166,7 +166,7 @@ static int send_at(rank_t *r, size_t bytes, uint32_t off) {
   return pos == UINT64_MAX ? -1 : 0;
 }
 
-/* What a kernel launch costs before its first trigger lands (the VM's launch takes 3.5-4 us). */
+/* What a kernel launch costs before its first trigger lands (3.5-4 us on the H200 host). */
 #define LAUNCH_US 4.0
 
 /* --gap-us: the rank computed for gap_us (no port-channel traffic), then launches its kernel:

@@ -66,8 +66,8 @@ static __device__ __forceinline__ void pcl_kdep_wait(void) {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 }
 /* Whether this launch used PDL. Kernels built without -DPCL_PDL=ON compile every PDL path out:
- * present but never taken, they made each plan's kernel 0.05-0.19 us slower (refbench, H200,
- * bench/results/2026-12-02-h200x1-s11), and such builds never launch with PDL (kernels.h). */
+ * present but never taken, they made each plan's kernel 0.05-0.19 us slower (refbench, H200;
+ * docs/performance.md), and such builds never launch with PDL (kernels.h). */
 static __device__ __forceinline__ bool pcl_kpdl(const pcl_kargs_t &a) {
 #ifdef PCL_KERNELS_PDL
   return (a.launch & PCL_KLAUNCH_PDL) != 0;

@@ -10,7 +10,7 @@
 # Usage: scripts/gpu_check.sh [quick|build|core|full]   (quick: exec_plans --quick and the
 # benchmark only; build: build only; core: everything but the LL-kernel rerun and the refbench's
 # extra variants, exec_plans up to 64 KiB, about 8 minutes on one H200 with the build, so it fits
-# one 10-minute device call; full, the default: everything). Logs go to $OUT or build-gpu/logs.
+# a 10-minute limit; full, the default: everything). Logs go to $OUT or build-gpu/logs.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PLANCCL_SOCKET_IFNAME=${PLANCCL_SOCKET_IFNAME:-lo}
@@ -58,10 +58,10 @@ echo "real NCCL: $PLANCCL_NCCL_LIB; GPUs: $ngpus"
 # Every plan on the GPUs, bit for bit against the simulator.
 xargs_q=""
 [ "$mode" = quick ] && xargs_q="--quick"
-# core fits one 10-minute device call: sizes up to 64 KiB (every plan, group, dtype and op still
+# core fits a 10-minute limit: sizes up to 64 KiB (every plan, group, dtype and op still
 # runs; without the limit the run takes over 8 minutes on one H200).
 [ "$mode" = core ] && xargs_q="--max-bytes 65536"
-# PCL_EXEC_PLANS_ARGS adds arguments (e.g. "--ranks 2" to split a long run over two calls).
+# PCL_EXEC_PLANS_ARGS adds arguments (e.g. "--ranks 2" to split a long run in two).
 # shellcheck disable=SC2086
 PCL_SOURCE_DIR=$root timeout "${PCL_EXEC_PLANS_TIMEOUT:-900}" build-gpu/test/gpu/exec_plans $xargs_q \
   ${PCL_EXEC_PLANS_ARGS:-} >"$logs/exec_plans.log" 2>&1
