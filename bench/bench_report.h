@@ -40,8 +40,8 @@ extern const char bench_csv_header[];
 /* Sum of the wrong counts of every measured library. */
 long long bench_total_wrong(const bench_opts_t *o, const bench_result_t *res);
 
-/* The message size planccl's "pcl_path" lines give for a call (shim/dispatch/stats.c: count times the
- * element size, times the ranks for allgather and reduce-scatter). */
+/* The message size planccl's "pcl_path" lines give for a call (shim/dispatch/stats.c: count times
+ * the element size, times the ranks for allgather and reduce-scatter). */
 size_t bench_path_bytes(const bench_case_t *k);
 
 /* The path planccl logged in `log` for (coll, bytes, inplace): "plan:NAME", "nccl", ... into

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT
- * planccl-votebench: what automatic registration's per-call vote costs (shim/comm/comm_vote.c, a round
- * on a board in shared host memory) between forked ranks on this host, next to a bootstrap
+ * planccl-votebench: what automatic registration's per-call vote costs (shim/comm/comm_vote.c, a
+ * round on a board in shared host memory) between forked ranks on this host, next to a bootstrap
  * allgather of the same 8 bytes per rank, the other way the ranks could agree. */
 #define _GNU_SOURCE
 #include <stdio.h>

@@ -201,8 +201,9 @@ static const struct {
 #define PCL_KTABLE_N (sizeof(pcl_ktable) / sizeof(pcl_ktable[0]))
 
 /* Every kernel of a dtype has a slot: the interpreter, the LL kernel, then each EW bound's forms
- * (exec_ew.h). A launch names (variant, form); the slot is where both are one number. */
-#define PCL_KSLOTS (PCL_KVAR_EW2 + PCL_KEW_ROWS * PCL_KEW_NFORMS)
+ * (exec_ew.h), then each EWX bound's. A launch names (variant, form); the slot is where both
+ * are one number. */
+#define PCL_KSLOTS (PCL_KVAR_EW2 + 2 * PCL_KEW_BOUNDS * PCL_KEW_NFORMS)
 static int kslot(int v, int form) {
   return v < PCL_KVAR_EW2 ? v : PCL_KVAR_EW2 + (v - PCL_KVAR_EW2) * PCL_KEW_NFORMS + form;
 }
@@ -215,11 +216,14 @@ static const void *kfn(size_t i, int slot) {
   if (slot < PCL_KVAR_EW2)
     return (const void *)pcl_ktable[i].fn[slot];
   slot -= PCL_KVAR_EW2;
-  return (const void *)pcl_kew_table[i].fn[slot / PCL_KEW_NFORMS][slot % PCL_KEW_NFORMS];
+  const int row = slot / PCL_KEW_NFORMS, form = slot % PCL_KEW_NFORMS;
+  return row < PCL_KEW_BOUNDS ? (const void *)pcl_kew_table[i].fn[row][form]
+                              : (const void *)pcl_kewx_table[i].fn[row - PCL_KEW_BOUNDS][form];
 }
 
 static const char *const kvar_name[PCL_KVARIANTS] = {"interpreter", "LL kernel",  "EW2 kernel",
-                                                     "EW4 kernel",  "EW8 kernel", "EWX kernel"};
+                                                     "EW4 kernel",  "EW8 kernel", "EWX2 kernel",
+                                                     "EWX4 kernel", "EWX8 kernel"};
 
 /* Threads per block a variant is built for (__launch_bounds__). */
 static int kvar_max_threads(int v) {
@@ -500,13 +504,14 @@ static int resident_blocks_asked(int dev, int nthreads) {
 }
 
 extern "C" ncclResult_t pcl_kernels_load_all(void) {
-  if (pcl_kew_table_n != (int)PCL_KTABLE_N) {
-    PCL_WARN(PCL_LOG_EXEC, "kernel tables disagree: %d EW rows for %d dtypes", pcl_kew_table_n,
-             (int)PCL_KTABLE_N);
+  if (pcl_kew_table_n != (int)PCL_KTABLE_N || pcl_kewx_table_n != (int)PCL_KTABLE_N) {
+    PCL_WARN(PCL_LOG_EXEC, "kernel tables disagree: %d EW and %d EWX rows for %d dtypes",
+             pcl_kew_table_n, pcl_kewx_table_n, (int)PCL_KTABLE_N);
     return ncclInternalError;
   }
   for (size_t i = 0; i < PCL_KTABLE_N; i++)
-    if (pcl_kew_table[i].dtype != pcl_ktable[i].dtype) {
+    if (pcl_kew_table[i].dtype != pcl_ktable[i].dtype ||
+        pcl_kewx_table[i].dtype != pcl_ktable[i].dtype) {
       PCL_WARN(PCL_LOG_EXEC, "kernel tables disagree on dtype row %d", (int)i);
       return ncclInternalError;
     }

@@ -286,8 +286,12 @@ PCL_KABI_ASSERT(offsetof(pcl_kew_t, put) == 32 && offsetof(pcl_kew_t, term) % 16
  * Plain locations are (kind, offset): the kind of src_j is OUTPUT where bit j of src_out is set,
  * else INPUT; likewise tdst_out, csrc_out, cdst_out. The proof guarantees that no copy writes a
  * range any pass reads, so the passes' order gives the ops' results; pass 2 writes only after
- * the element's reads, in the thread that owns the element. */
+ * the element's reads, in the thread that owns the element. Semaphore ops (broadcast's and
+ * reduce's flow control) end the block: after both passes and a __syncthreads, its signals and
+ * waits run in the ops' order; the proof accepts only blocks where that keeps their meaning (no
+ * work after a signal, no packets sent after a wait). */
 #define PCL_KEWX_COPIES 4
+#define PCL_KEWX_SYNCS 8
 typedef struct PCL_KABI_ALIGN(16) {
   uint32_t bytes; /* payload bytes of every range; 0: the block only keeps the flag protocol */
   uint32_t s_off; /* S of the reduction (s_kind), when a term has its self bit */
@@ -301,15 +305,23 @@ typedef struct PCL_KABI_ALIGN(16) {
   uint8_t ncopy; /* <= PCL_KEWX_COPIES */
   uint8_t tdst_mask;
   uint8_t src_out, tdst_out, csrc_out, cdst_out;
-  uint32_t reserved[2];
+  uint8_t nsync;        /* <= PCL_KEWX_SYNCS */
+  uint8_t sync_wait;    /* bit j: sync[j] is a wait (else a signal) */
+  uint8_t sync_relaxed; /* bit j: the relaxed form */
+  uint8_t reserved0;
+  uint32_t reserved1;
   uint32_t src[PCL_KEW_MAX];  /* put j's plain source offset */
   uint32_t tdst[PCL_KEW_MAX]; /* term j's plain destination offset */
   uint32_t csrc[PCL_KEWX_COPIES];
   uint32_t cdst[PCL_KEWX_COPIES];
   uint64_t put[PCL_KEW_MAX][2];
   uint64_t term[PCL_KEW_MAX][2];
+  /* The block's memory-channel semaphores, in the ops' order: a signal's [0] is the peer's
+   * inbound counter; a wait's [0] this rank's inbound counter and [1] its expected count. */
+  uint64_t sync[PCL_KEWX_SYNCS][2];
 } pcl_kewx_t;
-PCL_KABI_ASSERT(sizeof(pcl_kewx_t) == 128 + 32 * PCL_KEW_MAX, "EWX program layout");
+PCL_KABI_ASSERT(sizeof(pcl_kewx_t) == 128 + 32 * PCL_KEW_MAX + 16 * PCL_KEWX_SYNCS,
+                "EWX program layout");
 PCL_KABI_ASSERT(offsetof(pcl_kewx_t, src) == 32 && offsetof(pcl_kewx_t, tdst) == 64 &&
                     offsetof(pcl_kewx_t, csrc) == 96 && offsetof(pcl_kewx_t, cdst) == 112 &&
                     offsetof(pcl_kewx_t, put) == 128,

@@ -42,12 +42,13 @@ typedef enum {
   PCL_KVAR_EW2 = 2,
   PCL_KVAR_EW4 = 3,
   PCL_KVAR_EW8 = 4,
-  PCL_KVAR_EWX = 5, /* several plain streams per block (a pcl_kewx_t per block) */
-  PCL_KVARIANTS = 6
+  PCL_KVAR_EWX2 = 5, /* several plain streams per block (a pcl_kewx_t per block) */
+  PCL_KVAR_EWX4 = 6,
+  PCL_KVAR_EWX8 = 7,
+  PCL_KVARIANTS = 8
 } pcl_kvariant_t;
 
-/* "interpreter", "LL kernel", "EW2 kernel", "EW4 kernel", "EW8 kernel", "EWX kernel"; "?" out of
- * range. */
+/* "interpreter", "LL kernel", "EW2 kernel" ... "EWX8 kernel"; "?" out of range. */
 const char *pcl_kernels_variant_name(pcl_kvariant_t variant);
 
 /* Payload bytes of one packet (types.def: 8 for LL16, 4 for LL8), 0 for an unknown type. */

@@ -369,7 +369,7 @@ static int ewx_facts(const pcl_kewx_t *e, int nb, prog_t *p) {
   return 1;
 }
 
-/* The EW program (p->ew = its bound), else the EWX program (p->ew = PCL_EXEC_EWX), into
+/* The EW program (p->ew = its bound), else the EWX program (p->ew = PCL_EXEC_EWX + its bound), into
  * *image; p->ew = 0 with `why` when neither proof holds. */
 static ncclResult_t ew_image(const pcl_exec_ctx_t *c, const pcl_plan_t *plan,
                              const pcl_kblock_t *blocks, prog_t *p, uint8_t **image, char *why,
@@ -394,7 +394,8 @@ static ncclResult_t ew_image(const pcl_exec_ctx_t *c, const pcl_plan_t *plan,
   PCL_CALLOC(ewx, (size_t)nb, "exec EWX program");
   if (ewx == NULL)
     return ncclSystemError;
-  p->ew = pcl_exec_ewx_build(blocks, nb, scratch, half, ewx, why, why_len) ? PCL_EXEC_EWX : 0;
+  const int bound = pcl_exec_ewx_build(blocks, nb, scratch, half, ewx, why, why_len);
+  p->ew = bound != 0 ? PCL_EXEC_EWX + bound : 0;
   if (p->ew != 0 && !ewx_facts(ewx, nb, p)) {
     p->ew = 0;
     snprintf(why, why_len, "its blocks reduce with different ops");
@@ -559,12 +560,15 @@ static ncclResult_t prog_get(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const pc
 }
 
 static pcl_kvariant_t prog_variant(const prog_t *p) {
-  return p->ew == PCL_EXEC_EWX ? PCL_KVAR_EWX
-         : p->ew == 2          ? PCL_KVAR_EW2
-         : p->ew == 4          ? PCL_KVAR_EW4
-         : p->ew == 8          ? PCL_KVAR_EW8
-         : p->ll               ? PCL_KVAR_LL
-                               : PCL_KVAR_INTERP;
+  if (p->ew > PCL_EXEC_EWX)
+    return p->ew == PCL_EXEC_EWX + 2   ? PCL_KVAR_EWX2
+           : p->ew == PCL_EXEC_EWX + 4 ? PCL_KVAR_EWX4
+                                       : PCL_KVAR_EWX8;
+  return p->ew == 2   ? PCL_KVAR_EW2
+         : p->ew == 4 ? PCL_KVAR_EW4
+         : p->ew == 8 ? PCL_KVAR_EW8
+         : p->ll      ? PCL_KVAR_LL
+                      : PCL_KVAR_INTERP;
 }
 
 const char *pcl_exec_one_kernel(pcl_exec_ctx_t *c, const pcl_plan_t *plan,

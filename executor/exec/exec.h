@@ -63,7 +63,8 @@ int pcl_exec_ew_build(const pcl_kblock_t *blocks, int nblocks, uint64_t scratch,
 
 /* The same proof for blocks of several plain streams (allgather, reduce-scatter, broadcast and
  * the like): writes the EWX program (kernel_abi.h, pcl_kewx_t) of every block into ewx[0 ..
- * nblocks) and returns 1, or 0 with `why` as pcl_exec_ew_build's. */
+ * nblocks) and returns the EWX kernel's bound (2, 4 or 8 puts and terms), or 0 with `why` as
+ * pcl_exec_ew_build's. */
 int pcl_exec_ewx_build(const pcl_kblock_t *blocks, int nblocks, uint64_t scratch,
                        uint64_t scratch_half, pcl_kewx_t *ewx, char *why, size_t why_len);
 

@@ -39,6 +39,10 @@ typedef struct {
   int red[PCL_KEW_MAX]; /* the reduction's operands (a source or a term) */
   int nred;
   uint8_t redop;
+  uint64_t sync[PCL_KEWX_SYNCS][2]; /* semaphore ops in order (pcl_kewx_t.sync) */
+  int nsync;
+  uint8_t sync_wait, sync_relaxed;
+  int signalled, waited; /* a signal / a wait seen: what may follow is restricted */
   uint64_t scratch, scratch_half;
   const char *why;
 } fuse_t;
@@ -141,6 +145,8 @@ static int read_pkt(fuse_t *f, const pcl_kref_t *r, int *val) {
 
 /* Packets of `val` into r. Only sources: the kernels send before they wait for anything. */
 static int write_pkt(fuse_t *f, const pcl_kref_t *r, int val) {
+  if (f->waited) /* the kernels wait last: a wait may order this send against a peer's reads */
+    return refuse(f, "sends packets after a wait");
   if (val > VAL_SRC(0))
     return refuse(f, "sends packets of a value it received or reduced");
   if (r->kind == PCL_KBUF_SCRATCH) {
@@ -168,6 +174,29 @@ static int plain_ref(fuse_t *f, const pcl_kref_t *r) {
                                                                                "buffers");
 }
 
+/* A memory-channel signal or wait. The EWX kernel runs them after both passes, in the ops'
+ * order: a signal keeps its place when only semaphore ops follow it (step), and a wait moved
+ * behind later local work orders nothing the peers can see (write_pkt). */
+static int sync_op(fuse_t *f, const pcl_kop_t *op) {
+  const int wait = op->type == PCL_KOP_WAIT || op->type == PCL_KOP_RLXWAIT;
+  const int relaxed = op->type == PCL_KOP_RLXWAIT || op->type == PCL_KOP_RLXSIGNAL;
+  for (int t = 0; t < op->nids; t++) {
+    if (op->ids[t] >= f->k->nmem)
+      return refuse(f, "a semaphore op on a channel the block lacks");
+    if (f->nsync == PCL_KEWX_SYNCS)
+      return refuse(f, "more semaphore ops than the EWX kernel takes");
+    const pcl_kmemchan_t *mc = &f->k->mem[op->ids[t]];
+    f->sync[f->nsync][0] = wait ? mc->local_inbound : mc->remote_inbound;
+    f->sync[f->nsync][1] = wait ? mc->local_expected : 0;
+    f->sync_wait |= (uint8_t)(wait << f->nsync);
+    f->sync_relaxed |= (uint8_t)(relaxed << f->nsync);
+    f->nsync++;
+  }
+  f->waited |= wait;
+  f->signalled |= !wait;
+  return 1;
+}
+
 /* One op, symbolically, with the LL kernel's operand rules (exec_ll.cuh). */
 static int step(fuse_t *f, const pcl_kop_t *op) {
   const pcl_kref_t *r = &f->k->refs[op->ref_first];
@@ -175,6 +204,12 @@ static int step(fuse_t *f, const pcl_kop_t *op) {
   int v;
   if (op->chan_type == PCL_KCHAN_PORT)
     return refuse(f, "port channel");
+  const int is_sync = op->type == PCL_KOP_SIGNAL || op->type == PCL_KOP_RLXSIGNAL ||
+                      op->type == PCL_KOP_WAIT || op->type == PCL_KOP_RLXWAIT;
+  if (f->signalled && !is_sync && op->type != PCL_KOP_NOP)
+    return refuse(f, "works after a signal");
+  if (is_sync)
+    return sync_op(f, op);
   switch (op->type) {
   case PCL_KOP_NOP: /* no element crosses threads, so the barrier orders nothing */
     return 1;
@@ -261,6 +296,8 @@ static int finish_ew(fuse_t *f, pcl_kew_t *e) {
   e->s_kind = PCL_KEW_NONE;
   e->o_kind = PCL_KEW_NONE;
   e->redop = PCL_KOP_REDOP_CALL;
+  if (f->nsync > 0)
+    return refuse(f, "signals or waits on semaphores");
   if (f->nsrc > 1)
     return refuse(f, "reads two different plain ranges");
   if (f->nsrc == 1) {
@@ -382,6 +419,10 @@ static int finish_ewx(fuse_t *f, pcl_kewx_t *e) {
     e->put[j][1] = f->put[j][1];
   }
   e->nput = (uint8_t)f->nput;
+  memcpy(e->sync, f->sync, sizeof(e->sync));
+  e->nsync = (uint8_t)f->nsync;
+  e->sync_wait = f->sync_wait;
+  e->sync_relaxed = f->sync_relaxed;
   int nred = 0;
   for (int i = 0; i < f->nplain; i++) {
     const plain_t *d = &f->plain[i];
@@ -452,11 +493,17 @@ int pcl_exec_ew_build(const pcl_kblock_t *blocks, int nblocks, uint64_t scratch,
 
 int pcl_exec_ewx_build(const pcl_kblock_t *blocks, int nblocks, uint64_t scratch,
                        uint64_t scratch_half, pcl_kewx_t *ewx, char *why, size_t why_len) {
+  int most = 0;
   fuse_t f;
-  for (int b = 0; b < nblocks; b++)
+  for (int b = 0; b < nblocks; b++) {
     if (!fuse_run(&blocks[b], scratch, scratch_half, &f) || !finish_ewx(&f, &ewx[b])) {
       why_block(why, why_len, b, &f);
       return 0;
     }
-  return 1;
+    if (ewx[b].nput > most)
+      most = ewx[b].nput;
+    if (ewx[b].nterm > most)
+      most = ewx[b].nterm;
+  }
+  return most <= 2 ? 2 : most <= 4 ? 4 : 8;
 }

@@ -98,8 +98,8 @@ static ncclResult_t conv_refs(pcl_plan_conv_t *v, yajl_val o, const char *key, p
   return ncclSuccess;
 }
 
-/* name, channel_type and reduce_op. No reduce_op means "the call's op" (docs/architecture.md, "Plans"): only an
- * explicit one constrains the plan. */
+/* name, channel_type and reduce_op. No reduce_op means "the call's op" (docs/architecture.md,
+ * "Plans"): only an explicit one constrains the plan. */
 static ncclResult_t conv_op_kind(pcl_plan_conv_t *v, yajl_val o, pcl_plan_op_t *op) {
   pcl_plan_ctx_t *c = v->c;
   const char *s;

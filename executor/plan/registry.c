@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * Plan registry: recursive directory scan for *.json plans (loaded and validated once), and the
- * deterministic selection rule of docs/architecture.md (priority, narrowest range, file and dir order). */
+ * deterministic selection rule of docs/architecture.md (priority, narrowest range, file and dir
+ * order). */
 #include "registry.h"
 
 #include <dirent.h>

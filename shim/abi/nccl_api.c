@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
- * Exported collectives and point-to-point calls: check the arguments (docs/architecture.md, "the path of one
- * call", step 1), build one request, hand it to pcl_dispatch. A bad argument is refused here with
- * a WARN saying why, before anything reaches the real NCCL. */
+ * Exported collectives and point-to-point calls: check the arguments (docs/architecture.md, "the
+ * path of one call", step 1), build one request, hand it to pcl_dispatch. A bad argument is refused
+ * here with a WARN saying why, before anything reaches the real NCCL. */
 #include "comm.h"
 #include "dispatch.h"
 #include "log.h"

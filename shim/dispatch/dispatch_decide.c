@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT
- * The dispatch decision as a pure function (docs/architecture.md, "the path of one call", step 3): disabled
- * or forced -> NCCL; a plan for (collective, world, ranks per node, in-place, bytes) that the
- * kernels can run -> plan; else NCCL; with no real NCCL -> error. Every input is a value all ranks
- * share, so all ranks take the same path and packet flags stay in lock-step. */
+ * The dispatch decision as a pure function (docs/architecture.md, "the path of one call", step 3):
+ * disabled or forced -> NCCL; a plan for (collective, world, ranks per node, in-place, bytes) that
+ * the kernels can run -> plan; else NCCL; with no real NCCL -> error. Every input is a value all
+ * ranks share, so all ranks take the same path and packet flags stay in lock-step. */
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>

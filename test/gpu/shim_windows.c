@@ -142,7 +142,8 @@ static int rank_main(int rank, int nranks, void *arg) {
 
   /* Placement seen differently: the root in place, the other rank passing NULL for the buffer
    * NCCL ignores there (so out of place in its view). The two ranks pick the two plans of the
-   * shipped pair, whose non-root programs are alike (shim/dispatch/dispatch_decide.c, placement_safe). */
+   * shipped pair, whose non-root programs are alike (shim/dispatch/dispatch_decide.c,
+   * placement_safe). */
   PCL_MP_CHECK(shim_mp_fill(a, SMALL, (float)(10 * (rank + 1))) && shim_mp_fill(b, SMALL, POISON),
                38);
   PCL_MP_CHECK(ncclBroadcast(rank == 1 ? a : NULL, rank == 1 ? a : b, SMALL, ncclFloat, 1, comm,

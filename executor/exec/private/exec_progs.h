@@ -9,7 +9,8 @@
 #include "exec.h"
 
 /* One built program: (plan, in bytes, out bytes, root relabelling, registration) -> its image. */
-/* prog_t.ew of a program that runs on the EWX kernel (pcl_kewx_t descriptors). */
+/* prog_t.ew of a program that runs on the EWX kernels: PCL_EXEC_EWX plus their bound (2, 4, 8
+ * puts and terms; pcl_kewx_t descriptors). */
 #define PCL_EXEC_EWX 16
 
 typedef struct {
@@ -22,7 +23,7 @@ typedef struct {
   int resident; /* all dev_ranks grids fit on the device at once (pcl_exec_coresident) */
   int ll;       /* runs on the LL fast-path kernel */
   int ew;       /* 0, or runs on the EW kernel for up to `ew` puts and terms (PCL_KVAR_EW*), or on
-                   the EWX kernel (PCL_EXEC_EWX) */
+                   the EWX kernels (PCL_EXEC_EWX + bound) */
   int ew_redop; /* its blocks' reduction (PCL_KOP_REDOP_CALL: the call's) */
   uint32_t ew_off_or; /* OR of its blocks' S and O offsets (the kernel's alignment) */
   void *d_blocks;     /* plan->max_blocks packed programs (EW: pcl_kew_t), `stride` bytes apart */

@@ -471,6 +471,32 @@ static pcl_plan_t *load_shipped(const char *rel) {
   return p;
 }
 
+/* Rank r's blocks of a shipped plan, its peers' scratch bound as on the GPU (host memory here);
+ * memory channels zeroed (their semaphores are never touched on the CPU). */
+static pcl_kblock_t *shipped_blocks(const pcl_plan_t *p, int r, char **scratch, uint64_t half,
+                                    uint64_t in_bytes, uint64_t out_bytes) {
+  const pcl_plan_gpu_t *g = &p->gpus[r];
+  pcl_kmemchan_t mem[64];
+  pcl_kremote_t rb[64];
+  memset(mem, 0, sizeof(mem));
+  memset(rb, 0, sizeof(rb));
+  ck_assert_int_le(g->n_rbufs, 64);
+  ck_assert_int_le(g->n_channels[PCL_PLAN_CHAN_MEMORY], 64);
+  for (int i = 0; i < g->n_rbufs; i++) {
+    ck_assert_int_eq(g->rbufs[i].type, PCL_PLAN_BUF_SCRATCH);
+    rb[i].ptr = (uint64_t)(uintptr_t)scratch[g->rbufs[i].rank];
+    rb[i].odd_half = half;
+    rb[i].kind = PCL_KBUF_SCRATCH;
+    rb[i].mem_id = PCL_KABI_NO_MEM;
+  }
+  pcl_exec_bind_t bind = {mem, NULL, rb};
+  pcl_plan_layout_t l;
+  ck_assert_int_eq(pcl_plan_layout(p, r, in_bytes, out_bytes, &l), ncclSuccess);
+  pcl_kblock_t *b = pcl_calloc((size_t)p->max_blocks, sizeof(*b), "test blocks");
+  ck_assert_int_eq(pcl_exec_build_blocks(p, r, &l, &bind, b), ncclSuccess);
+  return b;
+}
+
 static void ew_shipped(const char *rel, int nranks, int want) {
   pcl_plan_t *p = load_shipped(rel);
   ck_assert_int_eq(p->n_gpus, nranks);
@@ -488,25 +514,7 @@ static void ew_shipped(const char *rel, int nranks, int want) {
     ew[r] = pcl_calloc((size_t)p->max_blocks, sizeof(pcl_kew_t), "test ew");
   }
   for (int r = 0; r < nranks; r++) {
-    const pcl_plan_gpu_t *g = &p->gpus[r];
-    pcl_kmemchan_t mem[64];
-    pcl_kremote_t rb[64];
-    memset(mem, 0, sizeof(mem));
-    memset(rb, 0, sizeof(rb));
-    ck_assert_int_le(g->n_rbufs, 64);
-    ck_assert_int_le(g->n_channels[PCL_PLAN_CHAN_MEMORY], 64);
-    for (int i = 0; i < g->n_rbufs; i++) {
-      ck_assert_int_eq(g->rbufs[i].type, PCL_PLAN_BUF_SCRATCH);
-      rb[i].ptr = (uint64_t)(uintptr_t)scratch[g->rbufs[i].rank];
-      rb[i].odd_half = half;
-      rb[i].kind = PCL_KBUF_SCRATCH;
-      rb[i].mem_id = PCL_KABI_NO_MEM;
-    }
-    pcl_exec_bind_t bind = {mem, NULL, rb};
-    pcl_plan_layout_t l;
-    ck_assert_int_eq(pcl_plan_layout(p, r, bytes, bytes, &l), ncclSuccess);
-    pcl_kblock_t *b = pcl_calloc((size_t)p->max_blocks, sizeof(*b), "test blocks");
-    ck_assert_int_eq(pcl_exec_build_blocks(p, r, &l, &bind, b), ncclSuccess);
+    pcl_kblock_t *b = shipped_blocks(p, r, scratch, half, bytes, bytes);
     char why[160] = "";
     int got = pcl_exec_ew_build(b, p->max_blocks, (uint64_t)(uintptr_t)scratch[r], half, ew[r], why,
                                 sizeof(why));
@@ -622,23 +630,7 @@ static void ewx_run(const pcl_kewx_t *e, float *in, float *out, uint32_t flag, i
 /* One rank's EWX program of a shipped plan, its scratch and peers' bound as on the GPU. */
 static pcl_kewx_t *ewx_program(const char *rel, const pcl_plan_t *p, int r, char **scratch,
                                uint64_t half, uint64_t in_bytes, uint64_t out_bytes) {
-  const pcl_plan_gpu_t *g = &p->gpus[r];
-  pcl_kmemchan_t mem[64];
-  pcl_kremote_t rb[64];
-  memset(mem, 0, sizeof(mem));
-  memset(rb, 0, sizeof(rb));
-  ck_assert_int_le(g->n_rbufs, 64);
-  for (int i = 0; i < g->n_rbufs; i++) {
-    rb[i].ptr = (uint64_t)(uintptr_t)scratch[g->rbufs[i].rank];
-    rb[i].odd_half = half;
-    rb[i].kind = PCL_KBUF_SCRATCH;
-    rb[i].mem_id = PCL_KABI_NO_MEM;
-  }
-  pcl_exec_bind_t bind = {mem, NULL, rb};
-  pcl_plan_layout_t l;
-  ck_assert_int_eq(pcl_plan_layout(p, r, in_bytes, out_bytes, &l), ncclSuccess);
-  pcl_kblock_t *b = pcl_calloc((size_t)p->max_blocks, sizeof(*b), "test blocks");
-  ck_assert_int_eq(pcl_exec_build_blocks(p, r, &l, &bind, b), ncclSuccess);
+  pcl_kblock_t *b = shipped_blocks(p, r, scratch, half, in_bytes, out_bytes);
   pcl_kewx_t *e = pcl_calloc((size_t)p->max_blocks, sizeof(*e), "test ewx");
   char why[160] = "";
   pcl_kew_t *ew = pcl_calloc((size_t)p->max_blocks, sizeof(*ew), "test ew");
@@ -646,21 +638,32 @@ static pcl_kewx_t *ewx_program(const char *rel, const pcl_plan_t *p, int r, char
   ck_assert_msg(got == 0, "%s rank %d takes the EW kernel, not EWX", rel, r);
   got = pcl_exec_ewx_build(b, p->max_blocks, (uint64_t)(uintptr_t)scratch[r], half, e, why,
                            sizeof(why));
-  ck_assert_msg(got == 1, "%s rank %d: not EWX (%s)", rel, r, why);
+  ck_assert_msg(got != 0, "%s rank %d: not EWX (%s)", rel, r, why);
+  /* allgather and reduce-scatter send to and receive from every peer on every rank */
+  if (p->collective == PCL_PLAN_COLL_ALLGATHER || p->collective == PCL_PLAN_COLL_REDUCESCATTER)
+    ck_assert_int_eq(got, p->n_gpus);
   pcl_free(ew);
   pcl_free(b);
   return e;
 }
 
-/* The shipped LL allgather and reduce-scatter plans on the CPU: every rank's EWX program gives
- * the collective's result on both scratch halves, in place and out of place. Values are small
- * integers, so sums are exact in any order. */
+/* Value of element i of rank q's input in round `flag`: small integers, so sums are exact in
+ * any order. */
+static float ewx_val(int q, uint32_t i, uint32_t flag) {
+  return (float)((i * 7u + (uint32_t)q * 131u + flag) % 1000u);
+}
+
+/* The shipped LL allgather, reduce-scatter, broadcast and reduce plans (root 0) on the CPU:
+ * every rank's EWX program gives the collective's result on both scratch halves, in place and
+ * out of place. */
 static void ewx_shipped(const char *rel, int nranks) {
   pcl_plan_t *p = load_shipped(rel);
   ck_assert_int_eq(p->n_gpus, nranks);
   const int ag = p->collective == PCL_PLAN_COLL_ALLGATHER;
+  const int rs = p->collective == PCL_PLAN_COLL_REDUCESCATTER;
+  const int red = p->collective == PCL_PLAN_COLL_REDUCE;
   const uint32_t total = 4096 * (uint32_t)nranks, chunk = total / (uint32_t)nranks;
-  const uint32_t in_bytes = ag ? chunk : total, out_bytes = ag ? total : chunk;
+  const uint32_t in_bytes = ag ? chunk : total, out_bytes = rs ? chunk : total;
   pcl_exec_shape_t sh;
   ck_assert_int_eq(pcl_exec_shape(p, 0, in_bytes, out_bytes, &sh), ncclSuccess);
   const uint64_t half = (sh.scratch_half + 255) & ~(uint64_t)255;
@@ -670,9 +673,10 @@ static void ewx_shipped(const char *rel, int nranks) {
   for (int r = 0; r < nranks; r++) {
     scratch[r] = pcl_calloc(2 * half, 1, "test scratch");
     big[r] = pcl_calloc(total / 4, 4, "test big");
-    small[r] = p->inplace ? NULL : pcl_calloc(chunk / 4, 4, "test small");
-    /* in place: allgather's input is its output's own chunk, reduce-scatter's output likewise */
-    float *mine = p->inplace ? big[r] + (size_t)r * chunk / 4 : small[r];
+    small[r] = p->inplace ? NULL : pcl_calloc((ag || rs ? chunk : total) / 4, 4, "test small");
+    /* in place: allgather's input is its output's own chunk, reduce-scatter's output likewise,
+     * and broadcast's and reduce's input is their output */
+    float *mine = p->inplace ? big[r] + (ag || rs ? (size_t)r * chunk / 4 : 0) : small[r];
     in[r] = ag ? mine : big[r];
     out[r] = ag ? big[r] : mine;
   }
@@ -681,19 +685,23 @@ static void ewx_shipped(const char *rel, int nranks) {
   for (uint32_t flag = 1; flag <= 2; flag++) {
     for (int r = 0; r < nranks; r++)
       for (uint32_t i = 0; i < in_bytes / 4; i++)
-        in[r][i] = (float)((i * 7u + (uint32_t)r * 131u + flag) % 1000u);
+        in[r][i] = ewx_val(r, i, flag);
     float *want = pcl_calloc(total / 4, 4, "test want");
     for (int q = 0; q < nranks; q++)
-      for (uint32_t i = 0; i < in_bytes / 4; i++)
-        want[ag ? q * chunk / 4 + i : i] +=
-            ag ? (float)((i * 7u + (uint32_t)q * 131u + flag) % 1000u)
-               : (float)((i * 7u + (uint32_t)q * 131u + flag) % 1000u);
+      for (uint32_t i = 0; i < in_bytes / 4; i++) {
+        if (ag)
+          want[(size_t)q * chunk / 4 + i] = ewx_val(q, i, flag);
+        else if (rs || red)
+          want[i] += ewx_val(q, i, flag);
+        else if (q == 0) /* broadcast from rank 0 */
+          want[i] = ewx_val(q, i, flag);
+      }
     for (int phase = 0; phase < 2; phase++)
       for (int r = 0; r < nranks; r++)
         for (int b = 0; b < p->max_blocks; b++)
           ewx_run(&e[r][b], in[r], out[r], flag, phase);
-    for (int r = 0; r < nranks; r++)
-      ck_assert_msg(memcmp(out[r], ag ? want : want + (size_t)r * chunk / 4, out_bytes) == 0,
+    for (int r = 0; r < (red ? 1 : nranks); r++)
+      ck_assert_msg(memcmp(out[r], want + (rs ? (size_t)r * chunk / 4 : 0), out_bytes) == 0,
                     "%s rank %d flag %u differs", rel, r, flag);
     pcl_free(want);
   }
@@ -721,6 +729,18 @@ static const struct {
     {"plans/extra/reducescatter/4gpu_ll_outofplace.json", 4},
     {"plans/extra/reducescatter/8gpu_ll_inplace.json", 8},
     {"plans/extra/reducescatter/8gpu_ll_outofplace.json", 8},
+    {"plans/extra/broadcast/2gpu_ll_inplace.json", 2},
+    {"plans/extra/broadcast/2gpu_ll_outofplace.json", 2},
+    {"plans/extra/broadcast/4gpu_ll_inplace.json", 4},
+    {"plans/extra/broadcast/4gpu_ll_outofplace.json", 4},
+    {"plans/extra/broadcast/8gpu_ll_inplace.json", 8},
+    {"plans/extra/broadcast/8gpu_ll_outofplace.json", 8},
+    {"plans/extra/reduce/2gpu_ll_inplace.json", 2},
+    {"plans/extra/reduce/2gpu_ll_outofplace.json", 2},
+    {"plans/extra/reduce/4gpu_ll_inplace.json", 4},
+    {"plans/extra/reduce/4gpu_ll_outofplace.json", 4},
+    {"plans/extra/reduce/8gpu_ll_inplace.json", 8},
+    {"plans/extra/reduce/8gpu_ll_outofplace.json", 8},
 };
 
 START_TEST(test_ewx_shipped) {

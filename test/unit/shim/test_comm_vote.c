@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT
- * Automatic registration's vote (shim/comm/comm_vote.c): the decision for every mix of votes, and the
- * rounds on a shared board between forked ranks: the same outcomes everywhere, in order, over
+ * Automatic registration's vote (shim/comm/comm_vote.c): the decision for every mix of votes, and
+ * the rounds on a shared board between forked ranks: the same outcomes everywhere, in order, over
  * many rounds of changing votes; NO votes that do not wait (running ahead up to the depth, calls
  * on two communicators in opposite orders); a rank that never comes; an abort. CPU only. */
 #define _GNU_SOURCE

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
- * The plan search path (shim/dispatch/plans_search.c) on directory layouts made for the test: installed
- * plans win, a library never installed takes the source tree's default set without extra/, an
- * install under the build tree is an install, PLANCCL_PLAN_DIR comes first. */
+ * The plan search path (shim/dispatch/plans_search.c) on directory layouts made for the test:
+ * installed plans win, a library never installed takes the source tree's default set without
+ * extra/, an install under the build tree is an install, PLANCCL_PLAN_DIR comes first. */
 #define _GNU_SOURCE
 #include <ftw.h>
 #include <limits.h>
