@@ -23,6 +23,7 @@ def worker(a):
     local = int(os.environ.get("LOCAL_RANK", rank))
     gpu = a.backend == "nccl"
     if gpu:
+        local %= max(1, torch.cuda.device_count())  # ranks may share a GPU (CUDA MPS)
         torch.cuda.set_device(local)
         dev = torch.device("cuda", local)
         dist.init_process_group("nccl", device_id=dev)

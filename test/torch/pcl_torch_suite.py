@@ -22,6 +22,14 @@ LOCAL = int(os.environ.get("LOCAL_RANK", str(RANK)))
 LOCAL_WORLD = int(os.environ.get("LOCAL_WORLD_SIZE", str(WORLD)))
 
 
+def gpu_index():
+    """The GPU of this rank: LOCAL_RANK modulo the GPUs present, so that several ranks may share
+    one GPU (under the CUDA MPS daemon, with an NCCL that accepts several ranks per GPU)."""
+    import torch
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return LOCAL % n if n > 0 else 0
+
+
 class Skip(Exception):
     pass
 
@@ -41,7 +49,7 @@ class Ctx:
     def __init__(self, a):
         self.a = a
         self.nccl = a.backend == "nccl"
-        self.dev = torch.device("cuda", LOCAL) if self.nccl else torch.device("cpu")
+        self.dev = torch.device("cuda", gpu_index()) if self.nccl else torch.device("cpu")
         self.planccl = False
         self.tee = None
         self.table = pe.Table(pe.load_plans(pe.plan_dirs(a.prefix)))
@@ -280,7 +288,7 @@ def t_basic(c):
     if c.nccl:
         pg = dist.distributed_c10d._get_default_group()
         bound = getattr(pg, "bound_device_id", None)
-        check(bound is not None and bound.index == LOCAL,
+        check(bound is not None and bound.index == gpu_index(),
               "default group not bound to its device (device_id ignored: no ncclCommSplit)")
 
 
@@ -557,7 +565,7 @@ def t_async_barrier(c):
     check(torch.equal(out, torch.cat([make(torch.float32, "SUM", 1024, q, dev) for q in range(n)])),
           "async all_gather_into_tensor")
     if c.nccl:
-        dist.barrier(group=g, device_ids=[LOCAL])
+        dist.barrier(group=g, device_ids=[gpu_index()])
     dist.barrier(group=g)
     # barrier is a 1-element allreduce: below every plan's minimum, so it never counts as planned
     c.finish(g, ex)
@@ -696,7 +704,7 @@ def t_ddp(c):
         model = MLP().to(dev)
         nparam = sum(p.numel() for p in model.parameters())
         ddp = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[LOCAL] if c.nccl else None, process_group=g)
+            model, device_ids=[gpu_index()] if c.nccl else None, process_group=g)
         opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
         gen = torch.Generator(device="cpu").manual_seed(99 + RANK)
         losses = []
@@ -878,7 +886,7 @@ def main():
     if c.want_stats() and not c.fake:
         c.tee = pe.StderrTee()
     if c.nccl:
-        torch.cuda.set_device(LOCAL)
+        torch.cuda.set_device(gpu_index())
         # device_id: eager init; PyTorch then makes every new_group an ncclCommSplit of it.
         dist.init_process_group("nccl", device_id=c.dev)
     else:
