@@ -37,15 +37,28 @@ static void ref_range(const pcl_plan_layout_t *l, const pcl_plan_op_t *op, const
   }
 }
 
-static ncclResult_t build_block(const pcl_plan_t *plan, const pcl_plan_gpu_t *g,
-                                const pcl_plan_block_t *pb, const pcl_plan_layout_t *l,
-                                const pcl_exec_bind_t *bind, pcl_kblock_t *kb) {
-  int rslot_of[PCL_KABI_MAX_REMOTES];
-  int nrslot = 0;
+/* One block being built: the plan, its gpu, block and layout, the bound resources (or NULL),
+ * the kernel block written and its remote-buffer slots (plan remote buffer ids by first use). */
+typedef struct {
+  const pcl_plan_t *plan;
+  const pcl_plan_gpu_t *g;
+  const pcl_plan_block_t *pb;
+  const pcl_plan_layout_t *l;
+  const pcl_exec_bind_t *bind;
+  pcl_kblock_t *kb;
+  int rbuf_of[PCL_KABI_MAX_REMOTES];
+  int nrslot;
+} block_ctx_t;
+
+/* The block's channel counts (checked against the kernel's limits) and bound channels. */
+static ncclResult_t block_channels(const block_ctx_t *c) {
+  const pcl_plan_block_t *pb = c->pb;
+  const pcl_exec_bind_t *bind = c->bind;
+  pcl_kblock_t *kb = c->kb;
   if (pb->n_channels[PCL_PLAN_CHAN_MEMORY] > PCL_KABI_MAX_MEMCHANS ||
       pb->n_channels[PCL_PLAN_CHAN_PORT] > PCL_KABI_MAX_PORTCHANS || pb->n_ops > PCL_KABI_MAX_OPS) {
-    PCL_WARN(PCL_LOG_EXEC, "plan %s: gpu %d block %d exceeds the kernel's limits", plan->name,
-             g->id, pb->id);
+    PCL_WARN(PCL_LOG_EXEC, "plan %s: gpu %d block %d exceeds the kernel's limits", c->plan->name,
+             c->g->id, pb->id);
     return ncclInvalidArgument;
   }
   kb->nmem = (uint8_t)pb->n_channels[PCL_PLAN_CHAN_MEMORY];
@@ -56,88 +69,137 @@ static ncclResult_t build_block(const pcl_plan_t *plan, const pcl_plan_gpu_t *g,
   for (int i = 0; bind != NULL && i < kb->nport; i++)
     if (bind->port)
       kb->port[i] = bind->port[pb->channels[PCL_PLAN_CHAN_PORT][i]];
-  for (int i = 0; i < pb->n_ops; i++) {
-    const pcl_plan_op_t *po = &pb->ops[i];
-    pcl_kop_t *ko = &kb->ops[i];
-    int t = pcl_exec_kop_of(po->type);
-    if (t < 0) {
-      PCL_WARN(PCL_LOG_EXEC, "plan %s: op '%s' has no kernel handler", plan->name,
-               pcl_plan_op_name((pcl_plan_op_type_t)po->type));
+  return ncclSuccess;
+}
+
+/* The op's ids: a barrier's id, a semaphore op's semaphores, or its channel slots. */
+static ncclResult_t op_ids(const pcl_plan_op_t *po, int t, pcl_kop_t *ko) {
+  if (t == PCL_KOP_BARRIER) {
+    ko->nids = 1;
+    ko->ids[0] = (uint8_t)po->barrier_id;
+    ko->nblocks = po->num_threadblocks;
+  } else if (t == PCL_KOP_SEM_ACQUIRE || t == PCL_KOP_SEM_RELEASE) {
+    ko->nids = po->n_sems;
+    for (int k = 0; k < po->n_sems; k++) {
+      if (po->sem_ids[k] >= PCL_KABI_MAX_SEMAPHORES)
+        return ncclInvalidArgument;
+      ko->ids[k] = (uint8_t)po->sem_ids[k];
+    }
+  } else {
+    ko->nids = po->n_channels;
+    for (int k = 0; k < po->n_channels; k++)
+      ko->ids[k] = (uint8_t)po->channels[k];
+  }
+  return ncclSuccess;
+}
+
+/* A pipeline's inner op count, iterations at this size, unit and scratch wrap. */
+static ncclResult_t op_pipeline(const block_ctx_t *c, const pcl_plan_op_t *po, pcl_kop_t *ko) {
+  uint64_t iters = pcl_plan_pipeline_iters(c->l, po);
+  if (iters > UINT32_MAX)
+    return ncclInvalidArgument;
+  ko->n_inner = po->n_inner;
+  ko->n_iter = (uint32_t)iters;
+  ko->unit = po->unit_size;
+  ko->scratch_wrap = c->plan->reuse_resources ? (uint32_t)c->l->chunk_bytes : 0;
+  return ncclSuccess;
+}
+
+/* The block's slot of remote buffer rbuf, given one (and bound) at its first use; -1 when the
+ * block would need more slots than the kernel has or rbuf is not the gpu's. */
+static int remote_slot(block_ctx_t *c, int rbuf) {
+  int s = 0;
+  while (s < c->nrslot && c->rbuf_of[s] != rbuf)
+    s++;
+  if (s == c->nrslot) {
+    if (c->nrslot == PCL_KABI_MAX_REMOTES || rbuf < 0 || rbuf >= c->g->n_rbufs)
+      return -1;
+    c->rbuf_of[c->nrslot++] = rbuf;
+    if (c->bind != NULL && c->bind->rbuf != NULL)
+      c->kb->remote[s] = c->bind->rbuf[rbuf];
+    c->kb->remote[s].kind = c->g->rbufs[rbuf].type;
+  }
+  return s;
+}
+
+/* One buffer ref of an op: its byte range at this size and its local buffer or remote slot. */
+static ncclResult_t op_ref(block_ctx_t *c, const pcl_plan_op_t *po, const pcl_plan_ref_t *r,
+                           pcl_kref_t *kr) {
+  uint64_t off, len;
+  ref_range(c->l, po, r, &off, &len);
+  if (off + len > UINT32_MAX)
+    return ncclInvalidArgument;
+  kr->offset = (uint32_t)off;
+  kr->size = (uint32_t)len;
+  if (r->kind == PCL_PLAN_REF_LOCAL) {
+    kr->kind = r->type;
+  } else if (r->kind == PCL_PLAN_REF_REMOTE) {
+    int s = remote_slot(c, r->rbuf);
+    if (s < 0)
+      return ncclInvalidArgument;
+    kr->kind = PCL_KBUF_REMOTE;
+    kr->slot = (uint8_t)s;
+  } else {
+    PCL_WARN(PCL_LOG_EXEC, "plan %s: switch (NVLS) buffers are not supported", c->plan->name);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+/* The op's sources then destinations, appended to the block's refs. */
+static ncclResult_t op_refs(block_ctx_t *c, const pcl_plan_op_t *po, pcl_kop_t *ko) {
+  pcl_kblock_t *kb = c->kb;
+  ko->ref_first = kb->nrefs;
+  ko->nsrc = po->n_src;
+  ko->ndst = po->n_dst;
+  for (int k = 0; k < po->n_src + po->n_dst; k++) {
+    const pcl_plan_ref_t *r = k < po->n_src ? &po->src[k] : &po->dst[k - po->n_src];
+    if (kb->nrefs >= PCL_KABI_MAX_REFS) {
+      PCL_WARN(PCL_LOG_EXEC, "plan %s: gpu %d block %d has more than %d buffer refs", c->plan->name,
+               c->g->id, c->pb->id, PCL_KABI_MAX_REFS);
       return ncclInvalidArgument;
     }
-    ko->type = (uint8_t)t;
-    ko->chan_type = po->channel_type == PCL_PLAN_CHAN_MEMORY ? PCL_KCHAN_MEMORY
-                    : po->channel_type == PCL_PLAN_CHAN_PORT ? PCL_KCHAN_PORT
-                                                             : PCL_KCHAN_NONE;
-    ko->redop = (po->reduce_op == PCL_PLAN_RED_NONE || po->reduce_op == PCL_PLAN_RED_AVG)
-                    ? PCL_KOP_REDOP_CALL
-                    : po->reduce_op;
-    if (t == PCL_KOP_BARRIER) {
-      ko->nids = 1;
-      ko->ids[0] = (uint8_t)po->barrier_id;
-      ko->nblocks = po->num_threadblocks;
-    } else if (t == PCL_KOP_SEM_ACQUIRE || t == PCL_KOP_SEM_RELEASE) {
-      ko->nids = po->n_sems;
-      for (int k = 0; k < po->n_sems; k++) {
-        if (po->sem_ids[k] >= PCL_KABI_MAX_SEMAPHORES)
-          return ncclInvalidArgument;
-        ko->ids[k] = (uint8_t)po->sem_ids[k];
-      }
-    } else {
-      ko->nids = po->n_channels;
-      for (int k = 0; k < po->n_channels; k++)
-        ko->ids[k] = (uint8_t)po->channels[k];
-    }
-    if (t == PCL_KOP_PIPELINE) {
-      uint64_t iters = pcl_plan_pipeline_iters(l, po);
-      if (iters > UINT32_MAX)
-        return ncclInvalidArgument;
-      ko->n_inner = po->n_inner;
-      ko->n_iter = (uint32_t)iters;
-      ko->unit = po->unit_size;
-      ko->scratch_wrap = plan->reuse_resources ? (uint32_t)l->chunk_bytes : 0;
-    }
-    ko->ref_first = kb->nrefs;
-    ko->nsrc = po->n_src;
-    ko->ndst = po->n_dst;
-    for (int k = 0; k < po->n_src + po->n_dst; k++) {
-      const pcl_plan_ref_t *r = k < po->n_src ? &po->src[k] : &po->dst[k - po->n_src];
-      if (kb->nrefs >= PCL_KABI_MAX_REFS) {
-        PCL_WARN(PCL_LOG_EXEC, "plan %s: gpu %d block %d has more than %d buffer refs", plan->name,
-                 g->id, pb->id, PCL_KABI_MAX_REFS);
-        return ncclInvalidArgument;
-      }
-      pcl_kref_t *kr = &kb->refs[kb->nrefs++];
-      uint64_t off, len;
-      ref_range(l, po, r, &off, &len);
-      if (off + len > UINT32_MAX)
-        return ncclInvalidArgument;
-      kr->offset = (uint32_t)off;
-      kr->size = (uint32_t)len;
-      if (r->kind == PCL_PLAN_REF_LOCAL) {
-        kr->kind = r->type;
-      } else if (r->kind == PCL_PLAN_REF_REMOTE) {
-        int s = 0;
-        while (s < nrslot && rslot_of[s] != r->rbuf)
-          s++;
-        if (s == nrslot) {
-          if (nrslot == PCL_KABI_MAX_REMOTES || r->rbuf < 0 || r->rbuf >= g->n_rbufs)
-            return ncclInvalidArgument;
-          rslot_of[nrslot++] = r->rbuf;
-          if (bind != NULL && bind->rbuf != NULL)
-            kb->remote[s] = bind->rbuf[r->rbuf];
-          kb->remote[s].kind = g->rbufs[r->rbuf].type;
-        }
-        kr->kind = PCL_KBUF_REMOTE;
-        kr->slot = (uint8_t)s;
-      } else {
-        PCL_WARN(PCL_LOG_EXEC, "plan %s: switch (NVLS) buffers are not supported", plan->name);
-        return ncclInvalidArgument;
-      }
-    }
+    ncclResult_t res = op_ref(c, po, r, &kb->refs[kb->nrefs++]);
+    if (res != ncclSuccess)
+      return res;
   }
+  return ncclSuccess;
+}
+
+/* Plan op po as kernel op ko: type, channel type, reduction, ids, pipeline fields, refs. */
+static ncclResult_t build_op(block_ctx_t *c, const pcl_plan_op_t *po, pcl_kop_t *ko) {
+  int t = pcl_exec_kop_of(po->type);
+  if (t < 0) {
+    PCL_WARN(PCL_LOG_EXEC, "plan %s: op '%s' has no kernel handler", c->plan->name,
+             pcl_plan_op_name((pcl_plan_op_type_t)po->type));
+    return ncclInvalidArgument;
+  }
+  ko->type = (uint8_t)t;
+  ko->chan_type = po->channel_type == PCL_PLAN_CHAN_MEMORY ? PCL_KCHAN_MEMORY
+                  : po->channel_type == PCL_PLAN_CHAN_PORT ? PCL_KCHAN_PORT
+                                                           : PCL_KCHAN_NONE;
+  ko->redop = (po->reduce_op == PCL_PLAN_RED_NONE || po->reduce_op == PCL_PLAN_RED_AVG)
+                  ? PCL_KOP_REDOP_CALL
+                  : po->reduce_op;
+  ncclResult_t res = op_ids(po, t, ko);
+  if (res == ncclSuccess && t == PCL_KOP_PIPELINE)
+    res = op_pipeline(c, po, ko);
+  if (res != ncclSuccess)
+    return res;
+  return op_refs(c, po, ko);
+}
+
+static ncclResult_t build_block(const pcl_plan_t *plan, const pcl_plan_gpu_t *g,
+                                const pcl_plan_block_t *pb, const pcl_plan_layout_t *l,
+                                const pcl_exec_bind_t *bind, pcl_kblock_t *kb) {
+  block_ctx_t c = {.plan = plan, .g = g, .pb = pb, .l = l, .bind = bind, .kb = kb, .nrslot = 0};
+  ncclResult_t res = block_channels(&c);
+  for (int i = 0; res == ncclSuccess && i < pb->n_ops; i++)
+    res = build_op(&c, &pb->ops[i], &kb->ops[i]);
+  if (res != ncclSuccess)
+    return res;
   kb->nops = (uint16_t)pb->n_ops;
-  kb->nremote = (uint8_t)nrslot;
+  kb->nremote = (uint8_t)c.nrslot;
   return ncclSuccess;
 }
 

@@ -502,59 +502,72 @@ static void global_op_ids(sim_t *s) {
     }
 }
 
-ncclResult_t pcl_sim_run(const pcl_plan_t *plan, const pcl_sim_opts_t *opts,
-                         pcl_sim_result_t *res) {
-  ncclResult_t ret = ncclSuccess;
-  memset(res, 0, sizeof(*res));
-  if (!plan || !opts || (int)opts->dtype < 0 || (int)opts->dtype >= ncclNumTypes ||
-      (int)opts->op < 0 || (int)opts->op >= ncclNumOps || (int)opts->schedule < 0 ||
-      opts->schedule > PCL_SIM_SCHED_RANDOM || (int)opts->layout < 0 ||
-      opts->layout > PCL_SIM_LAYOUT_OUTOFPLACE) {
-    res->verdict = PCL_SIM_ERROR;
-    snprintf(res->message, sizeof(res->message), "bad simulator options");
-    return ncclInvalidArgument;
-  }
-  int reducing = plan->collective == PCL_PLAN_COLL_ALLREDUCE ||
-                 plan->collective == PCL_PLAN_COLL_REDUCESCATTER ||
-                 plan->collective == PCL_PLAN_COLL_REDUCE;
+static int opts_valid(const pcl_plan_t *plan, const pcl_sim_opts_t *opts) {
+  return plan && opts && (int)opts->dtype >= 0 && (int)opts->dtype < ncclNumTypes &&
+         (int)opts->op >= 0 && (int)opts->op < ncclNumOps && (int)opts->schedule >= 0 &&
+         opts->schedule <= PCL_SIM_SCHED_RANDOM && (int)opts->layout >= 0 &&
+         opts->layout <= PCL_SIM_LAYOUT_OUTOFPLACE;
+}
+
+static int coll_reducing(pcl_plan_coll_t c) {
+  return c == PCL_PLAN_COLL_ALLREDUCE || c == PCL_PLAN_COLL_REDUCESCATTER ||
+         c == PCL_PLAN_COLL_REDUCE;
+}
+
+/* A SKIPPED verdict, with why. */
+static void skip(pcl_sim_result_t *res, const char *fmt, ...) {
+  res->verdict = PCL_SIM_SKIPPED;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(res->message, sizeof(res->message), fmt, ap);
+  va_end(ap);
+}
+
+/* The buffer layouts to run into modes, in this order: 1 = in-place buffers, 0 = separate ones.
+ * Returns how many; 0 (res skipped, saying why) when the simulator cannot check this plan with
+ * these options. */
+static int run_modes(const pcl_plan_t *plan, const pcl_sim_opts_t *opts, pcl_sim_result_t *res,
+                     int modes[2]) {
   if (!coll_checked(plan->collective)) {
-    res->verdict = PCL_SIM_SKIPPED;
-    snprintf(res->message, sizeof(res->message), "no reference definition for collective '%s'",
-             pcl_plan_coll_name(plan->collective));
-    return ncclSuccess;
+    skip(res, "no reference definition for collective '%s'", pcl_plan_coll_name(plan->collective));
+    return 0;
   }
-  if (reducing && !opts->call_op_everywhere && !pcl_sim_plan_supports_op(plan, opts->op)) {
-    res->verdict = PCL_SIM_SKIPPED;
-    snprintf(res->message, sizeof(res->message),
-             "the plan's reduce ops fix their reduce_op: op '%s' does not apply",
-             pcl_sim_op_name(opts->op));
-    return ncclSuccess;
+  if (coll_reducing(plan->collective) && !opts->call_op_everywhere &&
+      !pcl_sim_plan_supports_op(plan, opts->op)) {
+    skip(res, "the plan's reduce ops fix their reduce_op: op '%s' does not apply",
+         pcl_sim_op_name(opts->op));
+    return 0;
   }
-  /* Buffer layouts to run, in this order: 1 = in-place buffers, 0 = separate ones. */
-  int modes[2], nmodes = 0;
+  int nmodes = 0;
   int can_sep = !plan->inplace || plan->outofplace_ok;
   if (opts->layout != PCL_SIM_LAYOUT_OUTOFPLACE && plan->inplace)
     modes[nmodes++] = 1;
   if (opts->layout != PCL_SIM_LAYOUT_INPLACE && can_sep)
     modes[nmodes++] = 0;
-  if (nmodes == 0) {
-    res->verdict = PCL_SIM_SKIPPED;
-    snprintf(res->message, sizeof(res->message), "the plan cannot run on %s buffers",
-             opts->layout == PCL_SIM_LAYOUT_INPLACE ? "in-place" : "separate (out-of-place)");
-    return ncclSuccess;
-  }
-  sim_t s;
-  memset(&s, 0, sizeof(s));
-  s.plan = plan;
-  s.opts = opts;
-  s.n = plan->n_gpus;
-  s.dt = opts->dtype;
-  s.op = reducing ? opts->op : ncclSum;
-  s.es = pcl_dtype_bytes(opts->dtype);
-  s.P = opts->packet == PCL_SIM_LL8 ? 4 : 8;
-  s.msg = res->message;
-  s.msglen = sizeof(res->message);
-  /* Sizes: given or automatic, keeping the runnable ones that hold whole elements. */
+  if (nmodes == 0)
+    skip(res, "the plan cannot run on %s buffers",
+         opts->layout == PCL_SIM_LAYOUT_INPLACE ? "in-place" : "separate (out-of-place)");
+  return nmodes;
+}
+
+static void sim_init(sim_t *s, const pcl_plan_t *plan, const pcl_sim_opts_t *opts,
+                     pcl_sim_result_t *res) {
+  memset(s, 0, sizeof(*s));
+  s->plan = plan;
+  s->opts = opts;
+  s->n = plan->n_gpus;
+  s->dt = opts->dtype;
+  s->op = coll_reducing(plan->collective) ? opts->op : ncclSum;
+  s->es = pcl_dtype_bytes(opts->dtype);
+  s->P = opts->packet == PCL_SIM_LL8 ? 4 : 8;
+  s->msg = res->message;
+  s->msglen = sizeof(res->message);
+}
+
+/* Sizes into res: given or automatic, keeping the runnable ones that hold whole elements. */
+static void pick_sizes(const sim_t *s, pcl_sim_result_t *res) {
+  const pcl_plan_t *plan = s->plan;
+  const pcl_sim_opts_t *opts = s->opts;
   uint64_t cand[PCL_SIM_MAX_SIZES];
   int ncand = opts->sizes ? (opts->nsizes < PCL_SIM_MAX_SIZES ? opts->nsizes : PCL_SIM_MAX_SIZES)
                           : pcl_sim_auto_sizes(plan, opts->max_bytes, cand, PCL_SIM_MAX_SIZES);
@@ -562,70 +575,112 @@ ncclResult_t pcl_sim_run(const pcl_plan_t *plan, const pcl_sim_opts_t *opts,
     uint64_t sz = opts->sizes ? opts->sizes[i] : cand[i], ib, ob;
     if (!pcl_plan_size_runnable(plan, sz) || pcl_plan_buffer_bytes(plan, sz, &ib, &ob) != 0)
       continue;
-    if (ib % s.es || ob % s.es || (plan->collective == PCL_PLAN_COLL_ALLTOALL && ib % (s.n * s.es)))
+    if (ib % s->es || ob % s->es ||
+        (plan->collective == PCL_PLAN_COLL_ALLTOALL && ib % (s->n * s->es)))
       continue;
     res->sizes[res->nsizes++] = sz;
   }
-  if (res->nsizes == 0) {
-    res->verdict = PCL_SIM_SKIPPED;
-    snprintf(res->message, sizeof(res->message), "no runnable size for %s",
-             pcl_dtype_name(opts->dtype));
-    return ncclSuccess;
+}
+
+/* The calls (calls_per_size of each size in res, in order), global op ids and temporaries. */
+static ncclResult_t sim_alloc(sim_t *s, const pcl_sim_result_t *res) {
+  const pcl_plan_t *plan = s->plan;
+  int per = s->opts->calls_per_size > 0 ? s->opts->calls_per_size : 2;
+  s->ncalls = res->nsizes * per;
+  PCL_CALLOC(s->calls, s->ncalls, "sim calls");
+  s->gop_base = pcl_calloc((size_t)s->n * (size_t)(plan->max_blocks ? plan->max_blocks : 1),
+                           sizeof(int), "sim op ids");
+  s->tmp_acc = pcl_calloc(SIM_STEP_MAX + 64, 1, "sim temp");
+  s->tmp_src = pcl_calloc(SIM_STEP_MAX + 64, 1, "sim temp");
+  if (!s->calls || !s->gop_base || !s->tmp_acc || !s->tmp_src)
+    return ncclSystemError;
+  global_op_ids(s);
+  for (int c = 0; c < s->ncalls; c++) {
+    s->calls[c].size = res->sizes[c / per];
+    pcl_plan_buffer_bytes(plan, s->calls[c].size, &s->calls[c].in_bytes, &s->calls[c].out_bytes);
   }
-  int per = opts->calls_per_size > 0 ? opts->calls_per_size : 2;
-  s.ncalls = res->nsizes * per;
-  PCL_CALLOC(s.calls, s.ncalls, "sim calls");
-  s.gop_base = pcl_calloc((size_t)s.n * (size_t)(plan->max_blocks ? plan->max_blocks : 1),
-                          sizeof(int), "sim op ids");
-  s.tmp_acc = pcl_calloc(SIM_STEP_MAX + 64, 1, "sim temp");
-  s.tmp_src = pcl_calloc(SIM_STEP_MAX + 64, 1, "sim temp");
-  if (!s.calls || !s.gop_base || !s.tmp_acc || !s.tmp_src) {
-    ret = ncclSystemError;
-    goto out;
-  }
-  global_op_ids(&s);
-  for (int c = 0; c < s.ncalls; c++) {
-    s.calls[c].size = res->sizes[c / per];
-    pcl_plan_buffer_bytes(plan, s.calls[c].size, &s.calls[c].in_bytes, &s.calls[c].out_bytes);
-  }
+  return ncclSuccess;
+}
+
+static void sim_release(sim_t *s) {
+  pcl_free(s->calls);
+  pcl_free(s->gop_base);
+  pcl_free(s->tmp_acc);
+  pcl_free(s->tmp_src);
+}
+
+/* The scheduling policy of a seed: the one asked for, else the first three seeds round-robin
+ * and greedy up and down, the others random. */
+static int seed_policy(const pcl_sim_opts_t *opts, uint64_t seed) {
+  return opts->schedule != PCL_SIM_SCHED_BY_SEED ? (int)opts->schedule - 1
+         : seed < 3                              ? (int)seed
+                                                 : POL_RANDOM;
+}
+
+/* Every seed on every buffer layout, each in a world of its own, until one fails. */
+static ncclResult_t run_seeds(sim_t *s, const int *modes, int nmodes, pcl_sim_result_t *res) {
+  const pcl_sim_opts_t *opts = s->opts;
   int nseeds = opts->nseeds > 0 ? opts->nseeds : 1;
-  for (int k = 0; k < nseeds * nmodes && !s.failed; k++) {
-    s.inplace = modes[k / nseeds];
-    s.seed = opts->seed + (uint64_t)(k % nseeds);
-    s.rng = s.seed * 0x2545f4914f6cdd1dull + 1;
-    s.cur_size = 0;
-    if ((ret = world_build(&s)) != ncclSuccess) {
-      world_free(&s);
-      goto out;
-    }
-    int policy = opts->schedule != PCL_SIM_SCHED_BY_SEED ? (int)opts->schedule - 1
-                 : s.seed < 3                            ? (int)s.seed
-                                                         : POL_RANDOM;
-    ret = run_schedule(&s, policy);
-    world_free(&s);
+  for (int k = 0; k < nseeds * nmodes && !s->failed; k++) {
+    s->inplace = modes[k / nseeds];
+    s->seed = opts->seed + (uint64_t)(k % nseeds);
+    s->rng = s->seed * 0x2545f4914f6cdd1dull + 1;
+    s->cur_size = 0;
+    ncclResult_t ret = world_build(s);
+    if (ret == ncclSuccess)
+      ret = run_schedule(s, seed_policy(opts, s->seed));
+    world_free(s);
     if (ret != ncclSuccess)
-      goto out;
-    if (s.failed)
-      res->failed_seed = s.seed;
+      return ret;
+    if (s->failed)
+      res->failed_seed = s->seed;
     if (opts->verbose)
-      PCL_INFO(PCL_LOG_SIM, "sim %s: seed %llu %s", plan->name, (unsigned long long)s.seed,
-               s.failed ? pcl_sim_verdict_name(s.verdict) : "PASS");
+      PCL_INFO(PCL_LOG_SIM, "sim %s: seed %llu %s", s->plan->name, (unsigned long long)s->seed,
+               s->failed ? pcl_sim_verdict_name(s->verdict) : "PASS");
   }
-  res->verdict = s.failed ? s.verdict : PCL_SIM_PASS;
-  if (s.failed) {
+  return ncclSuccess;
+}
+
+/* The verdict into res; a failure's message gets the case that failed appended. */
+static void sim_verdict(const sim_t *s, pcl_sim_result_t *res) {
+  const pcl_plan_t *plan = s->plan;
+  res->verdict = s->failed ? s->verdict : PCL_SIM_PASS;
+  if (s->failed) {
     size_t l = strlen(res->message);
     snprintf(res->message + l, sizeof(res->message) - l,
              " [plan %s, size %llu, seed %llu, %s/%s%s]", plan->name,
-             (unsigned long long)s.cur_size, (unsigned long long)s.seed, pcl_dtype_name(s.dt),
-             pcl_sim_op_name(s.op), plan->inplace && !s.inplace ? ", out-of-place buffers" : "");
+             (unsigned long long)s->cur_size, (unsigned long long)s->seed, pcl_dtype_name(s->dt),
+             pcl_sim_op_name(s->op), plan->inplace && !s->inplace ? ", out-of-place buffers" : "");
   }
-  res->failed_size = s.failed ? s.cur_size : 0;
-  res->steps = s.steps;
-out:
-  pcl_free(s.calls);
-  pcl_free(s.gop_base);
-  pcl_free(s.tmp_acc);
-  pcl_free(s.tmp_src);
+  res->failed_size = s->failed ? s->cur_size : 0;
+  res->steps = s->steps;
+}
+
+ncclResult_t pcl_sim_run(const pcl_plan_t *plan, const pcl_sim_opts_t *opts,
+                         pcl_sim_result_t *res) {
+  memset(res, 0, sizeof(*res));
+  if (!opts_valid(plan, opts)) {
+    res->verdict = PCL_SIM_ERROR;
+    snprintf(res->message, sizeof(res->message), "bad simulator options");
+    return ncclInvalidArgument;
+  }
+  int modes[2];
+  int nmodes = run_modes(plan, opts, res, modes);
+  if (nmodes == 0)
+    return ncclSuccess;
+  sim_t s;
+  sim_init(&s, plan, opts, res);
+  pick_sizes(&s, res);
+  if (res->nsizes == 0) {
+    skip(res, "no runnable size for %s", pcl_dtype_name(opts->dtype));
+    return ncclSuccess;
+  }
+  ncclResult_t ret = sim_alloc(&s, res);
+  if (ret == ncclSuccess)
+    ret = run_seeds(&s, modes, nmodes, res);
+  if (ret == ncclSuccess)
+    sim_verdict(&s, res);
+  sim_release(&s);
   if (ret != ncclSuccess && res->verdict == PCL_SIM_PASS) {
     res->verdict = PCL_SIM_ERROR;
     snprintf(res->message, sizeof(res->message), "simulator ran out of memory");

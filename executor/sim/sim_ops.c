@@ -451,6 +451,113 @@ static ncclRedOp_t red_of(const sim_t *s, const pcl_plan_op_t *op) {
   return (ncclRedOp_t)op->reduce_op;
 }
 
+/* put, pws, pwsf and ppkt over a port channel: one proxy trigger per destination (pws and pwsf
+ * raise the peer's flag, pwsf then waits until the proxy has flushed). */
+static int port_put(sim_t *s, sim_rank_t *r, int b, int flat, const pcl_plan_op_t *op) {
+  sim_block_t *k = &r->blocks[b];
+  if (op->type == PCL_PLAN_OP_GET)
+    return op_fail(s, PCL_SIM_ERROR, r->rank, b, flat, "needs a memory channel");
+  if (op->type == PCL_PLAN_OP_PPKT && k->src[0].type != PCL_PLAN_BUF_SCRATCH)
+    return op_fail(s, PCL_SIM_ERROR, r->rank, b, flat,
+                   "a port-channel ppkt copies packets: its source must be scratch");
+  uint8_t kind = SIM_TRIG_DATA;
+  if (op->type == PCL_PLAN_OP_PWS)
+    kind |= SIM_TRIG_FLAG;
+  if (op->type == PCL_PLAN_OP_PWSF)
+    kind |= SIM_TRIG_FLAG | SIM_TRIG_SYNC;
+  if (k->phase < k->ndst) {
+    int rc = port_push(s, r, b, flat, op, 0, NULL, kind, 0);
+    if (rc != SIM_OP_DONE)
+      return rc;
+  }
+  return op->type == PCL_PLAN_OP_PWSF ? wait_flushed(s, r, b) : SIM_OP_DONE;
+}
+
+/* get, put and ppkt over a memory channel: pairwise phases, the block's threads copy directly
+ * (a get pairs each source with a destination, the others each destination with a source). */
+static int mem_put(sim_t *s, sim_rank_t *r, int b, int flat, const pcl_plan_op_t *op,
+                   ncclRedOp_t rop, uint64_t budget, uint64_t *used) {
+  sim_block_t *k = &r->blocks[b];
+  while (k->phase < (op->type == PCL_PLAN_OP_GET ? k->nsrc : k->ndst)) {
+    int i = k->phase;
+    const sim_operand_t *so = &k->src[i < k->nsrc ? i : k->nsrc - 1];
+    int rc = xfer(s, r, b, flat, so, 1, 0, rop, &k->dst[i < k->ndst ? i : k->ndst - 1], 1,
+                  budget > *used ? budget - *used : 0, used);
+    if (rc != SIM_OP_DONE)
+      return rc;
+    k->phase++;
+    k->pos = 0;
+  }
+  return SIM_OP_DONE;
+}
+
+/* The data movers get, put, pws, pwsf and ppkt: pws and pwsf exist on port channels only. */
+static int do_put(sim_t *s, sim_rank_t *r, int b, int flat, const pcl_plan_op_t *op,
+                  ncclRedOp_t rop, uint64_t budget, uint64_t *used) {
+  int port = op->channel_type == PCL_PLAN_CHAN_PORT;
+  if (port)
+    return port_put(s, r, b, flat, op);
+  if (op->type == PCL_PLAN_OP_PWS || op->type == PCL_PLAN_OP_PWSF)
+    return op_fail(s, PCL_SIM_ERROR, r->rank, b, flat, "needs a memory channel");
+  return mem_put(s, r, b, flat, op, rop, budget, used);
+}
+
+/* rppkt: over memory channels the block copies its packets to every destination; over a port
+ * channel it waits for every packet first, then the proxy copies them. */
+static int do_rppkt(sim_t *s, sim_rank_t *r, int b, int flat, const pcl_plan_op_t *op,
+                    ncclRedOp_t rop, uint64_t budget, uint64_t *used) {
+  sim_block_t *k = &r->blocks[b];
+  if (op->channel_type != PCL_PLAN_CHAN_PORT)
+    return xfer(s, r, b, flat, k->src, 1, 0, rop, k->dst, k->ndst, budget, used);
+  if (k->phase == 0) {
+    int rc = xfer(s, r, b, flat, k->src, 1, 0, rop, NULL, 0, budget, used);
+    if (rc != SIM_OP_DONE)
+      return rc;
+    k->phase = 1;
+  }
+  return port_push(s, r, b, flat, op, 0, &k->src[0], SIM_TRIG_DATA, 1);
+}
+
+/* The reductions other than recspkt; those that write remote results need memory channels. */
+static int do_reduce(sim_t *s, sim_rank_t *r, int b, int flat, const pcl_plan_op_t *op,
+                     ncclRedOp_t rop, uint64_t budget, uint64_t *used) {
+  sim_block_t *k = &r->blocks[b];
+  if (op->channel_type == PCL_PLAN_CHAN_PORT && op->type != PCL_PLAN_OP_RE &&
+      op->type != PCL_PLAN_OP_RRE && op->type != PCL_PLAN_OP_REPKT &&
+      op->type != PCL_PLAN_OP_RECPKT)
+    return op_fail(s, PCL_SIM_ERROR, r->rank, b, flat,
+                   "writes remote results directly: needs memory channels");
+  return xfer(s, r, b, flat, k->src, k->nsrc, 1, rop, k->dst, k->ndst, budget, used);
+}
+
+/* recspkt: over memory channels a reduction like the others. Port flavour: reduce into dst[0]
+ * and the local packet copy dst[1], then the proxy puts dst[1]'s packets to every remote
+ * scratch dst[2..]. */
+static int do_recspkt(sim_t *s, sim_rank_t *r, int b, int flat, const pcl_plan_op_t *op,
+                      ncclRedOp_t rop, uint64_t budget, uint64_t *used) {
+  sim_block_t *k = &r->blocks[b];
+  if (op->channel_type != PCL_PLAN_CHAN_PORT)
+    return xfer(s, r, b, flat, k->src, k->nsrc, 1, rop, k->dst, k->ndst, budget, used);
+  if (k->phase == 0) {
+    int nd = k->ndst < 2 ? k->ndst : 2;
+    int rc = xfer(s, r, b, flat, k->src, k->nsrc, 1, rop, k->dst, nd, budget, used);
+    if (rc != SIM_OP_DONE)
+      return rc;
+    k->phase = 1;
+  }
+  if (k->ndst < 2)
+    return SIM_OP_DONE;
+  return port_push(s, r, b, flat, op, 2, &k->dst[1], SIM_TRIG_DATA, 1);
+}
+
+/* An op the simulator has no semantics for (the NVLS ones) fails the run. */
+static int unsupported(sim_t *s, sim_rank_t *r, int b, int flat, const pcl_plan_op_t *op) {
+  char text[96];
+  snprintf(text, sizeof(text), "op '%s' is not supported (NVLS ops are refused)",
+           pcl_plan_op_name((pcl_plan_op_type_t)op->type));
+  return op_fail(s, PCL_SIM_ERROR, r->rank, b, flat, text);
+}
+
 /* ---- Dispatch -------------------------------------------------------------------------- */
 
 int sim_op_exec(sim_t *s, sim_rank_t *r, int b, const pcl_plan_op_t *op, int flat, uint64_t budget,
@@ -460,7 +567,6 @@ int sim_op_exec(sim_t *s, sim_rank_t *r, int b, const pcl_plan_op_t *op, int fla
   if (!k->started && op_start(s, r, b, op, flat))
     return SIM_OP_FAILED;
   k->why[0] = 0;
-  int port = op->channel_type == PCL_PLAN_CHAN_PORT;
   ncclRedOp_t rop = red_of(s, op);
   switch (op->type) {
   case PCL_PLAN_OP_NOP:
@@ -487,49 +593,9 @@ int sim_op_exec(sim_t *s, sim_rank_t *r, int b, const pcl_plan_op_t *op, int fla
   case PCL_PLAN_OP_PWS:
   case PCL_PLAN_OP_PWSF:
   case PCL_PLAN_OP_PPKT:
-    if (port || op->type == PCL_PLAN_OP_PWS || op->type == PCL_PLAN_OP_PWSF) {
-      if (!port || op->type == PCL_PLAN_OP_GET)
-        return op_fail(s, PCL_SIM_ERROR, r->rank, b, flat, "needs a memory channel");
-      if (op->type == PCL_PLAN_OP_PPKT && k->src[0].type != PCL_PLAN_BUF_SCRATCH)
-        return op_fail(s, PCL_SIM_ERROR, r->rank, b, flat,
-                       "a port-channel ppkt copies packets: its source must be scratch");
-      uint8_t kind = SIM_TRIG_DATA;
-      if (op->type == PCL_PLAN_OP_PWS)
-        kind |= SIM_TRIG_FLAG;
-      if (op->type == PCL_PLAN_OP_PWSF)
-        kind |= SIM_TRIG_FLAG | SIM_TRIG_SYNC;
-      if (k->phase < k->ndst) {
-        int rc = port_push(s, r, b, flat, op, 0, NULL, kind, 0);
-        if (rc != SIM_OP_DONE)
-          return rc;
-      }
-      return op->type == PCL_PLAN_OP_PWSF ? wait_flushed(s, r, b) : SIM_OP_DONE;
-    }
-    /* Memory channel: pairwise phases, the block's threads copy directly. */
-    while (k->phase < (op->type == PCL_PLAN_OP_GET ? k->nsrc : k->ndst)) {
-      int i = k->phase;
-      const sim_operand_t *so = &k->src[i < k->nsrc ? i : k->nsrc - 1];
-      int rc = xfer(s, r, b, flat, so, 1, 0, rop, &k->dst[i < k->ndst ? i : k->ndst - 1], 1,
-                    budget > *used ? budget - *used : 0, used);
-      if (rc != SIM_OP_DONE)
-        return rc;
-      k->phase++;
-      k->pos = 0;
-    }
-    return SIM_OP_DONE;
+    return do_put(s, r, b, flat, op, rop, budget, used);
   case PCL_PLAN_OP_RPPKT:
-    if (!port)
-      return xfer(s, r, b, flat, k->src, 1, 0, rop, k->dst, k->ndst, budget, used);
-    if (k->phase == 0) { /* every packet must be there before the proxy copies them */
-      int rc = xfer(s, r, b, flat, k->src, 1, 0, rop, NULL, 0, budget, used);
-      if (rc != SIM_OP_DONE)
-        return rc;
-      k->phase = 1;
-    }
-    {
-      int rc = port_push(s, r, b, flat, op, 0, &k->src[0], SIM_TRIG_DATA, 1);
-      return rc;
-    }
+    return do_rppkt(s, r, b, flat, op, rop, budget, used);
   case PCL_PLAN_OP_RE:
   case PCL_PLAN_OP_RES:
   case PCL_PLAN_OP_RRE:
@@ -537,31 +603,10 @@ int sim_op_exec(sim_t *s, sim_rank_t *r, int b, const pcl_plan_op_t *op, int fla
   case PCL_PLAN_OP_REPKT:
   case PCL_PLAN_OP_RESPKT:
   case PCL_PLAN_OP_RECPKT:
-    if (port && op->type != PCL_PLAN_OP_RE && op->type != PCL_PLAN_OP_RRE &&
-        op->type != PCL_PLAN_OP_REPKT && op->type != PCL_PLAN_OP_RECPKT)
-      return op_fail(s, PCL_SIM_ERROR, r->rank, b, flat,
-                     "writes remote results directly: needs memory channels");
-    return xfer(s, r, b, flat, k->src, k->nsrc, 1, rop, k->dst, k->ndst, budget, used);
+    return do_reduce(s, r, b, flat, op, rop, budget, used);
   case PCL_PLAN_OP_RECSPKT:
-    if (!port)
-      return xfer(s, r, b, flat, k->src, k->nsrc, 1, rop, k->dst, k->ndst, budget, used);
-    /* Port flavour: reduce into dst[0] and the local packet copy dst[1], then the proxy puts
-     * dst[1]'s packets to every remote scratch dst[2..]. */
-    if (k->phase == 0) {
-      int nd = k->ndst < 2 ? k->ndst : 2;
-      int rc = xfer(s, r, b, flat, k->src, k->nsrc, 1, rop, k->dst, nd, budget, used);
-      if (rc != SIM_OP_DONE)
-        return rc;
-      k->phase = 1;
-    }
-    if (k->ndst < 2)
-      return SIM_OP_DONE;
-    return port_push(s, r, b, flat, op, 2, &k->dst[1], SIM_TRIG_DATA, 1);
-  default: {
-    char text[96];
-    snprintf(text, sizeof(text), "op '%s' is not supported (NVLS ops are refused)",
-             pcl_plan_op_name((pcl_plan_op_type_t)op->type));
-    return op_fail(s, PCL_SIM_ERROR, r->rank, b, flat, text);
-  }
+    return do_recspkt(s, r, b, flat, op, rop, budget, used);
+  default:
+    return unsupported(s, r, b, flat, op);
   }
 }

@@ -161,9 +161,44 @@ def _smallest_runnable_min(plan):
     return plan
 
 
+def _depth(v):
+    """How deep containers nest in v: 0 for a scalar, 1 for a list or object of scalars."""
+    if isinstance(v, dict):
+        v = list(v.values())
+    if isinstance(v, list):
+        return 1 + max(map(_depth, v), default=0)
+    return 0
+
+
+def _one_line(v):
+    """Small values (buffer refs, channel and remote-buffer entries, id lists) and objects whose
+    deepest part is a list of small objects (an op with its src/dst buffers) take one line each,
+    so that a change to one op is a one-line diff; the rest (the plan, gpus, blocks, op lists, a
+    pipeline op with its inner ops) is spread out one member per line."""
+    d = _depth(v)
+    return d <= 2 or (d == 3 and isinstance(v, dict))
+
+
+def _render(v, indent, out):
+    if not isinstance(v, (dict, list)) or not v or _one_line(v):
+        out.append(json.dumps(v))
+        return
+    pad = " " * (indent + 1)
+    items = list(v.items()) if isinstance(v, dict) else [(None, x) for x in v]
+    out.append("{\n" if isinstance(v, dict) else "[\n")
+    for i, (k, x) in enumerate(items):
+        out.append(pad if k is None else pad + json.dumps(k) + ": ")
+        _render(x, indent + 1, out)
+        out.append(",\n" if i + 1 < len(items) else "\n")
+    out.append(" " * indent + ("}" if isinstance(v, dict) else "]"))
+
+
 def render(p):
-    """The checked-in text of a plan."""
-    return json.dumps(p, indent=1) + "\n"
+    """The checked-in text of a plan: valid JSON, one line per op (see _one_line), one space
+    of indent per level and json.dumps's ", " and ": " separators inside a line."""
+    out = []
+    _render(p, 0, out)
+    return "".join(out) + "\n"
 
 
 def op_count(p):

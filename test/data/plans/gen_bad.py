@@ -15,7 +15,7 @@ OUT = os.path.join(HERE, "bad")
 cases = []  # (name, text, expected)
 
 def add(name, plan_or_text, expected):
-    text = plan_or_text if isinstance(plan_or_text, str) else json.dumps(plan_or_text, indent=1)
+    text = plan_or_text if isinstance(plan_or_text, str) else G.render(plan_or_text)
     cases.append((name + ".json", text, expected))
 
 def base(fn=G.ar2_ll):
@@ -44,7 +44,7 @@ p = base(); p["priority"] = "high"; add("priority_not_int", p, "priority: expect
 p = base(); p["nranks_per_node"] = 3; add("nranks_per_node_too_big", p, "gpus: lists 2 ranks, fewer than nranks_per_node (3)")
 p = base(); p["nranks_per_node"] = 1; add("memory_channel_between_nodes", p, "gpus[0].channels: memory channel 0 connects rank 0 (node 0) to rank 1 (node 1): memory channels stay inside a node of 1 ranks")
 p = base(); p["gpus"] = []; add("no_gpus", p, "gpus: a plan needs at least one gpu")
-add("duplicate_key", json.dumps(base(), indent=1).replace('"inplace": true', '"inplace": true, "inplace": true'),
+add("duplicate_key", G.render(base()).replace('"inplace": true', '"inplace": true, "inplace": true'),
     "inplace: duplicate field")
 
 # --- gpus ----------------------------------------------------------------------------------

@@ -2,9 +2,14 @@
 # SPDX-License-Identifier: MIT
 # Writes the hand-designed valid test plans of good/ (run from anywhere; stdlib only). Each
 # function documents the data flow of every rank; the CPU simulator proves them correct.
-import json, os
+import os, sys
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "good")
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "good")
+# The text is the plan DSL's, as in plans/: one op per line, so that a change is a small diff.
+sys.dont_write_bytecode = True  # leave no __pycache__ under plans/dsl
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "plans", "dsl"))
+from planccl_dsl import render  # noqa: E402
 
 def L(t, i, s=1): return {"type": t, "index": i, "size": s}
 def R(b, i, s=1): return {"buffer_id": b, "index": i, "size": s}
@@ -430,8 +435,7 @@ ALL = {"ar2_ll": ar2_ll, "ar4_ll": ar4_ll, "ag4_ll": ag4_ll, "ar2_simple": ar2_s
        "ar2_port_recspkt": ar2_port_recspkt, "mn_ar_2x2_recspkt": mn_ar_2x2_recspkt}
 
 if __name__ == "__main__":
-    import sys
-    texts = {name + ".json": json.dumps(fn(), indent=1) + "\n" for name, fn in ALL.items()}
+    texts = {name + ".json": render(fn()) for name, fn in ALL.items()}
     if "--check" in sys.argv[1:]:
         # CI: good/ holds exactly what this script writes (plus hand-written plans it does not
         # own, which it leaves alone).

@@ -7,9 +7,14 @@ Each plan's expected verdict and a substring of the simulator's message are in e
 import copy
 import json
 import os
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(HERE))))
+# The text is the plan DSL's, as in plans/: one op per line, so that a change is a small diff.
+sys.dont_write_bytecode = True  # leave no __pycache__ under plans/dsl
+sys.path.insert(0, os.path.join(ROOT, "plans", "dsl"))
+from planccl_dsl import render  # noqa: E402
 
 
 def load(rel):
@@ -19,7 +24,7 @@ def load(rel):
 
 def save(name, plan):
     with open(os.path.join(HERE, name), "w") as f:
-        f.write(json.dumps(plan, indent=1) + "\n")
+        f.write(render(plan))
 
 
 def wrong_chunk():
