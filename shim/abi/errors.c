@@ -27,6 +27,10 @@ ncclResult_t pcl_errors_real_result(ncclResult_t res) {
 }
 
 PCL_API const char *ncclGetErrorString(ncclResult_t result) {
+  /* NCCL 2.30.3's new code, as the 2.32.6 library words it; compared as an int because an older
+   * nccl.h has no enumerator for it. */
+  if ((int)result == PCL_NCCL_TIMEOUT)
+    return "timeout";
   switch (result) {
   case ncclSuccess:
     return "no error";
@@ -84,7 +88,12 @@ __attribute__((visibility("default"))) void ncclResetDebugInitInternal(void) {
     F->ncclResetDebugInitInternal();
 }
 
-/* Deprecated in nccl.h; still exported by NCCL, so by us. */
+/* Deprecated in nccl.h; still exported by NCCL, so by us. From 2.30.3 on, nccl.h makes it an
+ * empty macro unless NCCL_OS_LINUX is defined: the exported function is still wanted. */
+#ifdef ncclResetDebugInit
+#undef ncclResetDebugInit
+#undef pncclResetDebugInit
+#endif
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 PCL_API void ncclResetDebugInit(void) {

@@ -202,6 +202,59 @@ static void resolve_self(void) {
   }
 }
 
+/* Fills `fns` from the opened library. A missing 2.28 function is worth a WARN now (planccl's
+ * baseline: the library is broken or very old); a newer one is expected to be absent from an
+ * older NCCL and is reported once, at INFO, by report_newer. */
+static void resolve_all(void *h, const char *rp) {
+#define PCL_NCCL_FN_RESOLVE(name)                                                                  \
+  fns.name = (__typeof__(fns.name))dlsym(h, #name);                                                \
+  if (fns.name == NULL)                                                                            \
+    PCL_WARN(PCL_LOG_SHIM, "real NCCL %s lacks %s; that function will return ncclInvalidUsage",    \
+             rp, #name);
+  PCL_NCCL_FNS_2_28(PCL_NCCL_FN_RESOLVE)
+#undef PCL_NCCL_FN_RESOLVE
+#define PCL_NCCL_FN_RESOLVE_QUIET(name) fns.name = (__typeof__(fns.name))dlsym(h, #name);
+  PCL_NCCL_FNS_2_29(PCL_NCCL_FN_RESOLVE_QUIET)
+  PCL_NCCL_FNS_2_30(PCL_NCCL_FN_RESOLVE_QUIET)
+  PCL_NCCL_FNS_2_31(PCL_NCCL_FN_RESOLVE_QUIET)
+  PCL_NCCL_FNS_2_32(PCL_NCCL_FN_RESOLVE_QUIET)
+#undef PCL_NCCL_FN_RESOLVE_QUIET
+}
+
+/* "2.28.9" for 22809 (NCCL_VERSION's two schemes: X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z
+ * from 2.9 on). */
+static void version_text(int code, char *buf, size_t size) {
+  if (code <= 0)
+    snprintf(buf, size, "(unknown version)");
+  else if (code < 10000)
+    snprintf(buf, size, "%d.%d.%d", code / 1000, code % 1000 / 100, code % 100);
+  else
+    snprintf(buf, size, "%d.%d.%d", code / 10000, code % 10000 / 100, code % 100);
+}
+
+/* One INFO line at load for the newer functions the real library lacks (each call WARNs once). */
+static void report_newer(void) {
+  int absent = 0, total = 0;
+  const char *first = NULL;
+#define PCL_NCCL_FN_ABSENT(name)                                                                   \
+  total++;                                                                                         \
+  if (fns.name == NULL && absent++ == 0)                                                           \
+    first = #name;
+  PCL_NCCL_FNS_2_29(PCL_NCCL_FN_ABSENT)
+  PCL_NCCL_FNS_2_30(PCL_NCCL_FN_ABSENT)
+  PCL_NCCL_FNS_2_31(PCL_NCCL_FN_ABSENT)
+  PCL_NCCL_FNS_2_32(PCL_NCCL_FN_ABSENT)
+#undef PCL_NCCL_FN_ABSENT
+  if (absent == 0)
+    return;
+  char v[32];
+  version_text(real_version, v, sizeof(v));
+  PCL_INFO(PCL_LOG_SHIM | PCL_LOG_INIT,
+           "real NCCL %s lacks %d of the %d functions NCCL 2.29.7 to 2.32.3 added (%s%s); "
+           "planccl exports them all, and each returns ncclInvalidUsage here",
+           v, absent, total, first, absent > 1 ? " and more" : "");
+}
+
 /* Returns 1 and fills `fns` when `path` is a real NCCL that opened; 0 to try the next one. */
 static int try_open(const char *path, int explicit) {
   char rp[PATH_MAX];
@@ -251,16 +304,7 @@ static int try_open(const char *path, int explicit) {
     dlclose(h);
     return 0;
   }
-  int missing = 0;
-#define PCL_NCCL_FN_RESOLVE(name)                                                                  \
-  fns.name = (__typeof__(fns.name))dlsym(h, #name);                                                \
-  if (fns.name == NULL) {                                                                          \
-    PCL_WARN(PCL_LOG_SHIM, "real NCCL %s lacks %s; that function will return ncclInvalidUsage",    \
-             rp, #name);                                                                           \
-    missing++;                                                                                     \
-  }
-  PCL_NCCL_FNS(PCL_NCCL_FN_RESOLVE)
-#undef PCL_NCCL_FN_RESOLVE
+  resolve_all(h, rp);
   snprintf(real_path, sizeof(real_path), "%s", rp);
   real_base = dladdr(gv, &di) ? di.dli_fbase : NULL;
   /* The handle stays open for the life of the process (never dlclose'd: comms may outlive us). */
@@ -313,6 +357,7 @@ static void load(void) {
            "nccl.h %d%s)",
            real_version, real_path, NCCL_VERSION_CODE,
            real_version == NCCL_VERSION_CODE ? "" : ", versions differ");
+  report_newer();
 }
 
 int pcl_fallback_called_by_real(const void *caller) {
@@ -346,7 +391,48 @@ ncclResult_t pcl_fallback_none(const char *fn) {
   return ncclInvalidUsage;
 }
 
+/* The functions of the table, with the first release exporting each (0: planccl's 2.28
+ * baseline) and whether its absence was said at WARN yet. */
+static struct {
+  const char *name;
+  int since;
+  atomic_flag warned;
+} fn_info[] = {
+/* clang-format off */
+#define PCL_NCCL_FN_INFO_2_28(name) {#name, 0, ATOMIC_FLAG_INIT},
+#define PCL_NCCL_FN_INFO_2_29(name) {#name, PCL_NCCL_SINCE_2_29, ATOMIC_FLAG_INIT},
+#define PCL_NCCL_FN_INFO_2_30(name) {#name, PCL_NCCL_SINCE_2_30, ATOMIC_FLAG_INIT},
+#define PCL_NCCL_FN_INFO_2_31(name) {#name, PCL_NCCL_SINCE_2_31, ATOMIC_FLAG_INIT},
+#define PCL_NCCL_FN_INFO_2_32(name) {#name, PCL_NCCL_SINCE_2_32, ATOMIC_FLAG_INIT},
+  PCL_NCCL_FNS_2_28(PCL_NCCL_FN_INFO_2_28)
+  PCL_NCCL_FNS_2_29(PCL_NCCL_FN_INFO_2_29)
+  PCL_NCCL_FNS_2_30(PCL_NCCL_FN_INFO_2_30)
+  PCL_NCCL_FNS_2_31(PCL_NCCL_FN_INFO_2_31)
+  PCL_NCCL_FNS_2_32(PCL_NCCL_FN_INFO_2_32)
+/* clang-format on */
+#undef PCL_NCCL_FN_INFO_2_28
+#undef PCL_NCCL_FN_INFO_2_29
+#undef PCL_NCCL_FN_INFO_2_30
+#undef PCL_NCCL_FN_INFO_2_31
+#undef PCL_NCCL_FN_INFO_2_32
+};
+
 ncclResult_t pcl_fallback_missing(const char *fn) {
-  PCL_WARN(PCL_LOG_SHIM, "%s: the real NCCL at %s does not export it", fn, real_path);
+  int i = 0, n = (int)(sizeof(fn_info) / sizeof(fn_info[0]));
+  while (i < n && strcmp(fn_info[i].name, fn) != 0)
+    i++;
+  char have[32], since[64] = "";
+  version_text(real_version, have, sizeof(have));
+  if (i < n && fn_info[i].since > 0) {
+    char v[32];
+    version_text(fn_info[i].since, v, sizeof(v));
+    snprintf(since, sizeof(since), " (NCCL exports it since %s)", v);
+  }
+  if (i == n || !atomic_flag_test_and_set(&fn_info[i].warned))
+    PCL_WARN(PCL_LOG_SHIM,
+             "%s: the real NCCL %s at %s does not export it%s; returning ncclInvalidUsage", fn,
+             have, real_path, since);
+  else
+    PCL_INFO(PCL_LOG_SHIM, "%s: not in the real NCCL %s; ncclInvalidUsage", fn, have);
   return ncclInvalidUsage;
 }

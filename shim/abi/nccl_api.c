@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * Exported collectives and point-to-point calls: check the arguments (docs/architecture.md, "the
- * path of one call", step 1), build one request, hand it to pcl_dispatch. A bad argument is refused
- * here with a WARN saying why, before anything reaches the real NCCL. */
+ * path of one call", step 1), build one request, hand it to pcl_dispatch; bad ones get a WARN here.
+ * The per-call-config collectives (2.31) and the one-sided calls (2.29) are only forwarded. */
 #include "comm.h"
+#include "comm_int.h"
 #include "dispatch.h"
 #include "log.h"
 #include "pcl_check.h"
@@ -235,3 +236,94 @@ PCL_API ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datat
   return run("ncclRecv", comm, &a, PCL_CALLER);
 }
 PCL_ALIAS(ncclRecv)
+
+/* ---- forwarded only ---- */
+
+/* A forwarded call inside a group is recorded, as dispatch records its own forwarded calls, so a
+ * planned call made later in the group on the same stream is launched after the real
+ * ncclGroupEnd, i.e. after this one (group.c). */
+static ncclResult_t note_forward(pcl_coll_t coll, struct ncclComm *c, ncclComm_t real,
+                                 cudaStream_t stream) {
+  if (c == NULL || pcl_group_depth() == 0)
+    return ncclSuccess;
+  struct pcl_coll_args a = {.coll = coll, .root = -1, .comm = c, .real = real, .stream = stream};
+  return pcl_group_note_forward(&a);
+}
+
+/* The per-call-config collectives go to the real NCCL's same function, on planned communicators
+ * too: no plan runs them yet (docs/versions.md). The config passes through untouched: it grew
+ * between releases and carries a vendor extension list, so planccl never reads, sizes or copies
+ * it. */
+#define PCL_CONFIG_COLL(fn, coll, params, args)                                                    \
+  PCL_API ncclResult_t fn(params, ncclComm_t comm, cudaStream_t stream,                            \
+                          const pcl_coll_config_t *config) {                                       \
+    PCL_NEED_COMM(fn, comm);                                                                       \
+    PCL_CHECK(note_forward(coll, c, real, stream));                                                \
+    return pcl_errors_real_result(F->fn(args, real, stream, config));                              \
+  }                                                                                                \
+  PCL_ALIAS(fn)
+
+/* Parameter and argument lists, each one macro argument. */
+#define PCL_LIST(...) __VA_ARGS__
+
+PCL_CONFIG_COLL(ncclAllReduceConfig, PCL_COLL_ALLREDUCE,
+                PCL_LIST(const void *sendbuff, void *recvbuff, size_t count,
+                         ncclDataType_t datatype, ncclRedOp_t op),
+                PCL_LIST(sendbuff, recvbuff, count, datatype, op))
+PCL_CONFIG_COLL(ncclBroadcastConfig, PCL_COLL_BROADCAST,
+                PCL_LIST(const void *sendbuff, void *recvbuff, size_t count,
+                         ncclDataType_t datatype, int root),
+                PCL_LIST(sendbuff, recvbuff, count, datatype, root))
+PCL_CONFIG_COLL(ncclReduceConfig, PCL_COLL_REDUCE,
+                PCL_LIST(const void *sendbuff, void *recvbuff, size_t count,
+                         ncclDataType_t datatype, ncclRedOp_t op, int root),
+                PCL_LIST(sendbuff, recvbuff, count, datatype, op, root))
+PCL_CONFIG_COLL(ncclAllGatherConfig, PCL_COLL_ALLGATHER,
+                PCL_LIST(const void *sendbuff, void *recvbuff, size_t sendcount,
+                         ncclDataType_t datatype),
+                PCL_LIST(sendbuff, recvbuff, sendcount, datatype))
+PCL_CONFIG_COLL(ncclReduceScatterConfig, PCL_COLL_REDUCESCATTER,
+                PCL_LIST(const void *sendbuff, void *recvbuff, size_t recvcount,
+                         ncclDataType_t datatype, ncclRedOp_t op),
+                PCL_LIST(sendbuff, recvbuff, recvcount, datatype, op))
+PCL_CONFIG_COLL(ncclAlltoAllConfig, PCL_COLL_ALLTOALL,
+                PCL_LIST(const void *sendbuff, void *recvbuff, size_t count,
+                         ncclDataType_t datatype),
+                PCL_LIST(sendbuff, recvbuff, count, datatype))
+PCL_CONFIG_COLL(ncclGatherConfig, PCL_COLL_GATHER,
+                PCL_LIST(const void *sendbuff, void *recvbuff, size_t count,
+                         ncclDataType_t datatype, int root),
+                PCL_LIST(sendbuff, recvbuff, count, datatype, root))
+PCL_CONFIG_COLL(ncclScatterConfig, PCL_COLL_SCATTER,
+                PCL_LIST(const void *sendbuff, void *recvbuff, size_t count,
+                         ncclDataType_t datatype, int root),
+                PCL_LIST(sendbuff, recvbuff, count, datatype, root))
+
+/* One-sided calls (2.29): the peer's window is the real NCCL's own handle, which is what
+ * ncclCommWindowRegister handed the caller, so only the communicator changes. */
+PCL_API ncclResult_t ncclPutSignal(const void *localbuff, size_t count, ncclDataType_t datatype,
+                                   int peer, ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx,
+                                   int ctx, unsigned int flags, ncclComm_t comm,
+                                   cudaStream_t stream) {
+  PCL_NEED_COMM(ncclPutSignal, comm);
+  PCL_CHECK(note_forward(PCL_COLL_SEND, c, real, stream));
+  return pcl_errors_real_result(F->ncclPutSignal(localbuff, count, datatype, peer, peerWin,
+                                                 peerWinOffset, sigIdx, ctx, flags, real, stream));
+}
+PCL_ALIAS(ncclPutSignal)
+
+PCL_API ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                                cudaStream_t stream) {
+  PCL_NEED_COMM(ncclSignal, comm);
+  PCL_CHECK(note_forward(PCL_COLL_SEND, c, real, stream));
+  return pcl_errors_real_result(F->ncclSignal(peer, sigIdx, ctx, flags, real, stream));
+}
+PCL_ALIAS(ncclSignal)
+
+PCL_API ncclResult_t ncclWaitSignal(int nDesc, pcl_wait_signal_desc_t *signalDescs, ncclComm_t comm,
+                                    cudaStream_t stream) {
+  PCL_NEED_COMM(ncclWaitSignal, comm);
+  PCL_CHECK(note_forward(PCL_COLL_RECV, c, real, stream));
+  return pcl_errors_real_result(F->ncclWaitSignal(nDesc, signalDescs, real, stream));
+}
+PCL_ALIAS(ncclWaitSignal)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
- * Exported communicator lifecycle: unique ids, init (rank, config, scalable, all), split,
- * shrink, revoke, finalize, destroy, abort, async errors and queries. Each call creates or
- * resolves planccl's comm and forwards to the real NCCL with the real comm. */
+ * Exported communicator lifecycle: unique ids, init (rank, config, scalable, all), split, shrink,
+ * grow, revoke, finalize, destroy, abort, suspend/resume, async errors and queries. Each call
+ * creates or resolves planccl's comm and forwards to the real NCCL with the real comm. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -462,3 +462,84 @@ PCL_ALIAS(ncclCommGetAsyncError)
 PCL_QUERY(ncclCommCount, count)
 PCL_QUERY(ncclCommCuDevice, device)
 PCL_QUERY(ncclCommUserRank, rank)
+
+/* ---- NCCL 2.29: memory offload, grow, properties ---- */
+
+/* Suspend and resume release and restore the real NCCL's memory only: planccl's own buffers of a
+ * planned communicator stay allocated (docs/versions.md), and its plans do not check for a
+ * suspended communicator (NCCL refuses calls on one; calling it suspended is the caller's bug). */
+PCL_API ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
+  PCL_NEED_COMM(ncclCommSuspend, comm);
+  return pcl_errors_real_result(F->ncclCommSuspend(real, flags));
+}
+PCL_ALIAS(ncclCommSuspend)
+
+PCL_API ncclResult_t ncclCommResume(ncclComm_t comm) {
+  PCL_NEED_COMM(ncclCommResume, comm);
+  return pcl_errors_real_result(F->ncclCommResume(real));
+}
+PCL_ALIAS(ncclCommResume)
+
+/* The real NCCL's memory; planccl's own is not counted. */
+PCL_API ncclResult_t ncclCommMemStats(ncclComm_t comm, pcl_comm_mem_stat_t stat, uint64_t *value) {
+  PCL_NEED_COMM(ncclCommMemStats, comm);
+  return pcl_errors_real_result(F->ncclCommMemStats(real, stat, value));
+}
+PCL_ALIAS(ncclCommMemStats)
+
+/* The id of a grow is the real NCCL's alone: planccl adds no part of its own to it, since a grown
+ * communicator runs pass-through (ncclCommGrow). */
+PCL_API ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId) {
+  PCL_NEED_COMM(ncclCommGetUniqueId, comm);
+  return pcl_errors_real_result(F->ncclCommGetUniqueId(real, uniqueId));
+}
+PCL_ALIAS(ncclCommGetUniqueId)
+
+/* The real NCCL grows the communicator into planccl's new wrapper, as a split does; the caller
+ * gets planccl's handle, never the real one. planccl cannot extend its own part (bootstrap,
+ * channels) to ranks that join, so the grown communicator runs pass-through: every call on it is
+ * forwarded. A rank that joins has no communicator yet (comm == NULL), as in NCCL. */
+PCL_API ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId,
+                                  int rank, ncclComm_t *newcomm, ncclConfig_t *config) {
+  PCL_NEED_REAL(ncclCommGrow);
+  if (pcl_fallback_called_by_real(PCL_CALLER))
+    return F->ncclCommGrow(comm, nRanks, uniqueId, rank, newcomm, config);
+  if (newcomm == NULL) {
+    PCL_WARN(PCL_LOG_SHIM, "ncclCommGrow: newcomm argument is NULL");
+    return ncclInvalidArgument;
+  }
+  struct ncclComm *p = NULL;
+  ncclComm_t real = NULL;
+  if (comm != NULL)
+    PCL_CHECK(pcl_comm_lookup_real("ncclCommGrow", comm, PCL_CALLER, &p, &real));
+  struct ncclComm *c;
+  PCL_CHECK(pcl_comm_create(-1, -1, p, &c));
+  ncclResult_t res =
+      pcl_errors_real_result(F->ncclCommGrow(real, nRanks, uniqueId, rank, &c->real, config));
+  res = finish_create(c, newcomm, res);
+  if (*newcomm == NULL)
+    return res;
+  c->cuda_dev = p != NULL ? p->cuda_dev : -1;
+  c->nonblocking = res == ncclInProgress || (config != NULL && config->blocking == 0);
+  PCL_INFO(PCL_LOG_SHIM | PCL_LOG_INIT,
+           "ncclCommGrow: communicator %p runs pass-through (planccl cannot set up its own part "
+           "for a grown communicator yet)",
+           (void *)c);
+  /* An init without planccl's part of the id: the setup only marks the comm pass-through. */
+  struct pcl_setup_job job;
+  memset(&job, 0, sizeof(job));
+  job.c = c;
+  job.kind = PCL_JOB_INIT;
+  job.cuda_dev = -1;
+  PCL_CHECK(pcl_setup_submit(&job));
+  return res;
+}
+PCL_ALIAS(ncclCommGrow)
+
+/* Declared in nccl_device/host.h; the properties are the real communicator's, which has the same
+ * ranks and device as planccl's. */
+PCL_API ncclResult_t ncclCommQueryProperties(ncclComm_t comm, pcl_comm_properties_t *props) {
+  PCL_NEED_COMM(ncclCommQueryProperties, comm);
+  return pcl_errors_real_result(F->ncclCommQueryProperties(real, props));
+}
+PCL_ALIAS(ncclCommQueryProperties)

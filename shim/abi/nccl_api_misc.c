@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT
- * Exported memory, registration, window, reduction-op and device-API host functions. They are
- * forwarded to the real NCCL with planccl's comm replaced by the real one; ncclWindow_t, handles
- * and device-API structs pass through untouched. Symmetric windows are registered with planccl
- * as well (zero-copy plans). */
+ * Exported memory, registration, window, reduction-op, device-API, parameter and encryption
+ * functions, forwarded with planccl's comm replaced by the real one; windows, handles and structs
+ * pass through untouched. Symmetric windows are registered with planccl too (zero-copy plans). */
+#include <stdatomic.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "comm.h"
@@ -10,13 +10,6 @@
 #include "log.h"
 #include "pcl_check.h"
 #include "shim_int.h"
-
-/* Declares `c` and `real` for `comm` (returning on a bad handle) and F for `fn`. */
-#define PCL_NEED_COMM(fn, comm)                                                                    \
-  PCL_NEED_REAL(fn);                                                                               \
-  struct ncclComm *c;                                                                              \
-  ncclComm_t real;                                                                                 \
-  PCL_CHECK(pcl_comm_lookup_real(#fn, comm, PCL_CALLER, &c, &real))
 
 PCL_API ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
   PCL_NEED_REAL(ncclMemAlloc);
@@ -225,3 +218,167 @@ PCL_TEAM_FN(ncclTeamRail)
 
 PCL_TEAM_RANK_FN(ncclTeamRankToWorld)
 PCL_TEAM_RANK_FN(ncclTeamRankToLsa)
+
+/* ---- device API added by 2.29.7 (GIN requirements) and 2.31.2 (CFT teams) ---- */
+
+PCL_TEAM_FN(ncclTeamCftMultimem)
+
+PCL_API ncclTeam_t ncclTeamCft(ncclComm_t comm, pcl_cft_team_mode_t mode) {
+  const struct pcl_nccl_fns *F = pcl_fallback_fns();
+  ncclComm_t real = team_comm("ncclTeamCft", F ? (void *)F->ncclTeamCft : NULL, comm, PCL_CALLER);
+  if (real == NULL)
+    return (ncclTeam_t){0, -1, 0};
+  return F->ncclTeamCft(real, mode);
+}
+PCL_ALIAS(ncclTeamCft)
+
+PCL_API ncclResult_t ncclGinOutboxCreateRequirement(int nBlocks, int size_log2,
+                                                    pcl_gin_outbox_handle_t *outHandle,
+                                                    ncclDevResourceRequirements_t *outReq) {
+  PCL_NEED_REAL(ncclGinOutboxCreateRequirement);
+  return pcl_errors_real_result(
+      F->ncclGinOutboxCreateRequirement(nBlocks, size_log2, outHandle, outReq));
+}
+PCL_ALIAS(ncclGinOutboxCreateRequirement)
+
+PCL_API ncclResult_t ncclGinInboxA2ACreateRequirement(ncclTeam_t peers, int nBlocks, int size_log2,
+                                                      pcl_gin_inbox_a2a_handle_t *outHandle,
+                                                      ncclDevResourceRequirements_t *outReq) {
+  PCL_NEED_REAL(ncclGinInboxA2ACreateRequirement);
+  return pcl_errors_real_result(
+      F->ncclGinInboxA2ACreateRequirement(peers, nBlocks, size_log2, outHandle, outReq));
+}
+PCL_ALIAS(ncclGinInboxA2ACreateRequirement)
+
+/* ---- windows (2.29, 2.31): the window is the real NCCL's own handle, passed as it is ---- */
+
+PCL_API ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void **outUserPtr) {
+  PCL_NEED_COMM(ncclWinGetUserPtr, comm);
+  return pcl_errors_real_result(F->ncclWinGetUserPtr(real, win, outUserPtr));
+}
+PCL_ALIAS(ncclWinGetUserPtr)
+
+PCL_API ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset,
+                                                     void **outPtr) {
+  PCL_NEED_REAL(ncclGetLsaMultimemDevicePointer);
+  return pcl_errors_real_result(F->ncclGetLsaMultimemDevicePointer(window, offset, outPtr));
+}
+PCL_ALIAS(ncclGetLsaMultimemDevicePointer)
+
+PCL_API ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset,
+                                                  pcl_multimem_handle_t multimem, void **outPtr) {
+  PCL_NEED_REAL(ncclGetMultimemDevicePointer);
+  return pcl_errors_real_result(F->ncclGetMultimemDevicePointer(window, offset, multimem, outPtr));
+}
+PCL_ALIAS(ncclGetMultimemDevicePointer)
+
+PCL_API ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank,
+                                             void **outPtr) {
+  PCL_NEED_REAL(ncclGetLsaDevicePointer);
+  return pcl_errors_real_result(F->ncclGetLsaDevicePointer(window, offset, lsaRank, outPtr));
+}
+PCL_ALIAS(ncclGetLsaDevicePointer)
+
+PCL_API ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer,
+                                              void **outPtr) {
+  PCL_NEED_REAL(ncclGetPeerDevicePointer);
+  return pcl_errors_real_result(F->ncclGetPeerDevicePointer(window, offset, peer, outPtr));
+}
+PCL_ALIAS(ncclGetPeerDevicePointer)
+
+PCL_API ncclResult_t ncclGetMultimemDeviceLeInfo(ncclWindow_t window, size_t offset,
+                                                 pcl_cft_le_id_t *leId, size_t *leOffset) {
+  PCL_NEED_REAL(ncclGetMultimemDeviceLeInfo);
+  return pcl_errors_real_result(F->ncclGetMultimemDeviceLeInfo(window, offset, leId, leOffset));
+}
+PCL_ALIAS(ncclGetMultimemDeviceLeInfo)
+
+PCL_API ncclResult_t ncclGetCftDeviceLeInfo(ncclWindow_t window, size_t offset, int peerCft,
+                                            ncclTeam_t cftTeam, pcl_cft_le_id_t *leId,
+                                            size_t *leOffset) {
+  PCL_NEED_REAL(ncclGetCftDeviceLeInfo);
+  return pcl_errors_real_result(
+      F->ncclGetCftDeviceLeInfo(window, offset, peerCft, cftTeam, leId, leOffset));
+}
+PCL_ALIAS(ncclGetCftDeviceLeInfo)
+
+PCL_API ncclResult_t ncclGetPeerDeviceLeInfo(ncclWindow_t window, size_t offset, int peerWorld,
+                                             pcl_cft_le_id_t *leId, size_t *leOffset) {
+  PCL_NEED_REAL(ncclGetPeerDeviceLeInfo);
+  return pcl_errors_real_result(
+      F->ncclGetPeerDeviceLeInfo(window, offset, peerWorld, leId, leOffset));
+}
+PCL_ALIAS(ncclGetPeerDeviceLeInfo)
+
+/* ---- NCCL's parameters (2.30): the real library's, read through it ---- */
+
+PCL_API ncclResult_t ncclParamBind(pcl_param_handle_t *out, const char *key) {
+  PCL_NEED_REAL(ncclParamBind);
+  return pcl_errors_real_result(F->ncclParamBind(out, key));
+}
+PCL_ALIAS(ncclParamBind)
+
+#define PCL_PARAM_GET(fn, type)                                                                    \
+  PCL_API ncclResult_t fn(pcl_param_handle_t h, type *out) {                                       \
+    PCL_NEED_REAL(fn);                                                                             \
+    return pcl_errors_real_result(F->fn(h, out));                                                  \
+  }                                                                                                \
+  PCL_ALIAS(fn)
+
+PCL_PARAM_GET(ncclParamGetI8, int8_t)
+PCL_PARAM_GET(ncclParamGetI16, int16_t)
+PCL_PARAM_GET(ncclParamGetI32, int32_t)
+PCL_PARAM_GET(ncclParamGetI64, int64_t)
+PCL_PARAM_GET(ncclParamGetU8, uint8_t)
+PCL_PARAM_GET(ncclParamGetU16, uint16_t)
+PCL_PARAM_GET(ncclParamGetU32, uint32_t)
+PCL_PARAM_GET(ncclParamGetU64, uint64_t)
+PCL_PARAM_GET(ncclParamGetStr, const char *)
+
+PCL_API ncclResult_t ncclParamGet(pcl_param_handle_t h, void *out, int maxLen, int *len) {
+  PCL_NEED_REAL(ncclParamGet);
+  return pcl_errors_real_result(F->ncclParamGet(h, out, maxLen, len));
+}
+PCL_ALIAS(ncclParamGet)
+
+PCL_API ncclResult_t ncclParamGetParameter(const char *key, const char **value, int *valueLen) {
+  PCL_NEED_REAL(ncclParamGetParameter);
+  return pcl_errors_real_result(F->ncclParamGetParameter(key, value, valueLen));
+}
+PCL_ALIAS(ncclParamGetParameter)
+
+PCL_API ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int *tableLen) {
+  PCL_NEED_REAL(ncclParamGetAllParameterKeys);
+  return pcl_errors_real_result(F->ncclParamGetAllParameterKeys(table, tableLen));
+}
+PCL_ALIAS(ncclParamGetAllParameterKeys)
+
+/* Returns nothing: without the real function the WARN is all the caller gets. */
+PCL_API void ncclParamDumpAll(void) {
+  const struct pcl_nccl_fns *F = pcl_fallback_fns();
+  if (F == NULL)
+    pcl_fallback_none("ncclParamDumpAll");
+  else if (F->ncclParamDumpAll == NULL)
+    pcl_fallback_missing("ncclParamDumpAll");
+  else
+    F->ncclParamDumpAll();
+}
+PCL_ALIAS(ncclParamDumpAll)
+
+/* ---- encryption (2.32) ---- */
+
+/* The setting reaches the real NCCL's sockets only. planccl's own bootstrap and TCP port channels
+ * (docs/multinode.md) carry data in plain text whatever it says. The config is opaque here, so
+ * the caller is told once, at the first successful call, whatever the mode it asked for. */
+PCL_API ncclResult_t ncclSetEncryption(const pcl_encryption_config_t *config) {
+  PCL_NEED_REAL(ncclSetEncryption);
+  ncclResult_t res = pcl_errors_real_result(F->ncclSetEncryption(config));
+  static atomic_flag warned = ATOMIC_FLAG_INIT;
+  if (res == ncclSuccess && !atomic_flag_test_and_set(&warned))
+    PCL_WARN(PCL_LOG_SHIM,
+             "ncclSetEncryption: the real NCCL's sockets follow it, but planccl's own bootstrap "
+             "and TCP port channels are not encrypted; set PLANCCL_DISABLE=1 if no data may "
+             "cross the network in plain text");
+  return res;
+}
+PCL_ALIAS(ncclSetEncryption)

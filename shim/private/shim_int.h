@@ -6,6 +6,7 @@
 
 #include <nccl.h>
 #include "bootstrap.h"
+#include "nccl_compat_int.h"
 #include "nccl_device_int.h"
 
 /* Every exported nccl* function is weak with a strong pnccl* alias at the same address, as in
@@ -14,11 +15,12 @@
 #define PCL_ALIAS(name)                                                                            \
   extern __typeof__(name) p##name __attribute__((alias(#name), visibility("default")));
 
-/* Every symbol planccl resolves in the real library (all of NCCL 2.28.9's API but the
- * deprecated ncclResetDebugInit, which maps onto ncclResetDebugInitInternal). */
-/* One list, laid out by hand: the formatter would nest each X deeper than the last. */
+/* Every symbol planccl resolves in the real library: all of NCCL 2.28.9's API but the
+ * deprecated ncclResetDebugInit (it maps onto ncclResetDebugInitInternal), then, by the first
+ * release that exports them, the functions NCCL 2.29.7 to 2.32.3 added. */
+/* Lists laid out by hand: the formatter would nest each X deeper than the last. */
 /* clang-format off */
-#define PCL_NCCL_FNS(X)                                                                            \
+#define PCL_NCCL_FNS_2_28(X)                                                                       \
   X(ncclGetVersion) X(ncclGetUniqueId) X(ncclGetErrorString) X(ncclGetLastError)                   \
   X(ncclResetDebugInitInternal) X(ncclCommInitRank) X(ncclCommInitRankConfig)                      \
   X(ncclCommInitRankScalable) X(ncclCommInitAll) X(ncclCommFinalize) X(ncclCommDestroy)            \
@@ -32,7 +34,34 @@
   X(ncclLsaBarrierCreateRequirement) X(ncclGinBarrierCreateRequirement)                            \
   X(ncclLLA2ACreateRequirement) X(ncclLLA2ACalcSlots) X(ncclTeamWorld) X(ncclTeamLsa)              \
   X(ncclTeamRail) X(ncclTeamRankToWorld) X(ncclTeamRankToLsa)
+#define PCL_NCCL_FNS_2_29(X)                                                                       \
+  X(ncclCommSuspend) X(ncclCommResume) X(ncclCommMemStats) X(ncclCommGetUniqueId) X(ncclCommGrow)  \
+  X(ncclCommQueryProperties) X(ncclWinGetUserPtr) X(ncclPutSignal) X(ncclSignal) X(ncclWaitSignal) \
+  X(ncclGetPeerDevicePointer) X(ncclGetLsaDevicePointer) X(ncclGetLsaMultimemDevicePointer)        \
+  X(ncclGetMultimemDevicePointer) X(ncclGinOutboxCreateRequirement)                                \
+  X(ncclGinInboxA2ACreateRequirement)
+#define PCL_NCCL_FNS_2_30(X)                                                                       \
+  X(ncclParamBind) X(ncclParamGet) X(ncclParamGetI8) X(ncclParamGetI16) X(ncclParamGetI32)         \
+  X(ncclParamGetI64) X(ncclParamGetU8) X(ncclParamGetU16) X(ncclParamGetU32) X(ncclParamGetU64)    \
+  X(ncclParamGetStr) X(ncclParamGetParameter) X(ncclParamGetAllParameterKeys) X(ncclParamDumpAll)
+#define PCL_NCCL_FNS_2_31(X)                                                                       \
+  X(ncclAllReduceConfig) X(ncclBroadcastConfig) X(ncclReduceConfig) X(ncclAllGatherConfig)         \
+  X(ncclReduceScatterConfig) X(ncclAlltoAllConfig) X(ncclGatherConfig) X(ncclScatterConfig)        \
+  X(ncclGetPeerDeviceLeInfo) X(ncclGetMultimemDeviceLeInfo) X(ncclGetCftDeviceLeInfo)              \
+  X(ncclTeamCft) X(ncclTeamCftMultimem)
+#define PCL_NCCL_FNS_2_32(X) X(ncclSetEncryption)
+#define PCL_NCCL_FNS(X)                                                                            \
+  PCL_NCCL_FNS_2_28(X) PCL_NCCL_FNS_2_29(X) PCL_NCCL_FNS_2_30(X) PCL_NCCL_FNS_2_31(X)              \
+  PCL_NCCL_FNS_2_32(X)
 /* clang-format on */
+
+/* The first NCCL release exporting each list above but the first (read from the libraries of
+ * the nvidia-nccl-cu13 wheels). A real NCCL older than a function's release is expected to lack
+ * it: its calls are refused without alarm at load time. */
+#define PCL_NCCL_SINCE_2_29 22907 /* 2.29.7 */
+#define PCL_NCCL_SINCE_2_30 23003 /* 2.30.3 */
+#define PCL_NCCL_SINCE_2_31 23102 /* 2.31.2 */
+#define PCL_NCCL_SINCE_2_32 23203 /* 2.32.3 */
 
 /* One pointer per real function, same name, same type; NULL when the library lacks it. */
 struct pcl_nccl_fns {
@@ -63,7 +92,9 @@ int pcl_fallback_called_by_real(const void *caller);
  * says how to set PLANCCL_NCCL_LIB, then ncclInvalidUsage. */
 ncclResult_t pcl_fallback_none(const char *fn);
 
-/* The error for a function the loaded library lacks: WARN, ncclInvalidUsage. */
+/* The error for a function the loaded library lacks: ncclInvalidUsage, with one WARN per
+ * function and process that names the real library, its version and the release that added `fn`
+ * (later calls say it at INFO: a caller polling, e.g. ncclCommMemStats, would flood the log). */
 ncclResult_t pcl_fallback_missing(const char *fn);
 
 /* Declares `F`, the real table, and returns the right error from the enclosing function when the
@@ -74,6 +105,14 @@ ncclResult_t pcl_fallback_missing(const char *fn);
   if (F == NULL) return pcl_fallback_none(#fn);                                                    \
   if (F->fn == NULL) return pcl_fallback_missing(#fn)
 /* clang-format on */
+
+/* PCL_NEED_REAL, then declares `c` (planccl's comm, NULL for a bare real one) and `real` for
+ * `comm`, returning on a bad handle (pcl_comm_lookup_real of comm.h, PCL_CHECK of pcl_check.h). */
+#define PCL_NEED_COMM(fn, comm)                                                                    \
+  PCL_NEED_REAL(fn);                                                                               \
+  struct ncclComm *c;                                                                              \
+  ncclComm_t real;                                                                                 \
+  PCL_CHECK(pcl_comm_lookup_real(#fn, comm, PCL_CALLER, &c, &real))
 
 /* ---- errors.c ---- */
 

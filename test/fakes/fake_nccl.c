@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT
- * A recording fake of libnccl.so.2 for GPU-free tests of planccl's forwarding. It exports NCCL's
- * names, records every call (name + arguments) in fake_nccl_state(), returns the codes a test
- * chose, and, like the real library, calls some of its own public functions internally (ncclBcast
- * calls ncclBroadcast, init calls ncclGetVersion, ncclCommInitAll calls ncclGetUniqueId, group and
- * init): with RTLD_DEEPBIND those calls must stay inside the fake. */
+ * A recording fake of libnccl.so.2 for GPU-free tests of planccl's forwarding. It exports NCCL
+ * 2.32's names (FAKE_PARTIAL: less a few, see the end), records every call (name + arguments) in
+ * fake_nccl_state(), returns the codes a test chose, and, like the real library, calls some of its
+ * own public functions internally (ncclBcast calls ncclBroadcast, init calls ncclGetVersion,
+ * ncclCommInitAll calls ncclGetUniqueId, group and init): with RTLD_DEEPBIND those calls must stay
+ * inside the fake. */
 #include <nccl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "fake_nccl.h"
+#include "nccl_compat_int.h"
 #include "nccl_device_int.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -141,6 +143,9 @@ EXPORT void ncclResetDebugInitInternal(void) {
   REC("ncclResetDebugInitInternal", 0);
 }
 
+#ifdef ncclResetDebugInit /* an empty macro in nccl.h >= 2.30.3 without NCCL_OS_LINUX */
+#undef ncclResetDebugInit
+#endif
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 EXPORT void ncclResetDebugInit(void) {
@@ -382,7 +387,7 @@ EXPORT ncclResult_t ncclReduceScatter(const void *s, void *r, size_t n, ncclData
   return result_of("ncclReduceScatter");
 }
 
-#ifndef FAKE_OMIT_ALLTOALL
+#ifndef FAKE_PARTIAL
 EXPORT ncclResult_t ncclAlltoAll(const void *s, void *r, size_t n, ncclDataType_t t,
                                  ncclComm_t comm, cudaStream_t stream) {
   REC("ncclAlltoAll", U(s), U(r), (uint64_t)n, I(t), U(comm), U(stream));
@@ -519,4 +524,292 @@ EXPORT int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank) {
 EXPORT int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank) {
   REC("ncclTeamRankToLsa", U(comm), I(team.nRanks), I(team.rank), I(team.stride), I(rank));
   return comm_get(comm) ? rank + 1000 : -1;
+}
+
+/* ---- NCCL 2.29 to 2.32 (FAKE_PARTIAL lacks ncclCommSuspend, ncclGetPeerDevicePointer,
+ * ncclParamDumpAll, ncclAllReduceConfig and ncclTeamCft, of 2.29.7, 2.30.3 and 2.31.2) ---- */
+
+#ifndef FAKE_PARTIAL
+EXPORT ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
+  REC("ncclCommSuspend", U(comm), I(flags));
+  CHECK_COMM(comm);
+  return result_of("ncclCommSuspend");
+}
+#endif
+
+EXPORT ncclResult_t ncclCommResume(ncclComm_t comm) {
+  REC("ncclCommResume", U(comm));
+  CHECK_COMM(comm);
+  return result_of("ncclCommResume");
+}
+
+EXPORT ncclResult_t ncclCommMemStats(ncclComm_t comm, pcl_comm_mem_stat_t stat, uint64_t *value) {
+  REC("ncclCommMemStats", U(comm), I(stat), U(value));
+  CHECK_COMM(comm);
+  *value = 4096 + (uint64_t)stat;
+  return result_of("ncclCommMemStats");
+}
+
+EXPORT ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *id) {
+  REC("ncclCommGetUniqueId", U(comm), U(id));
+  CHECK_COMM(comm);
+  memset(id, 0, sizeof(*id));
+  memset(id->internal, FAKE_ID_BYTE + 1, 40);
+  return result_of("ncclCommGetUniqueId");
+}
+
+/* An existing rank passes its comm and rank -1, a joining one NULL and its new rank. */
+EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *id, int rank,
+                                 ncclComm_t *newcomm, ncclConfig_t *config) {
+  REC("ncclCommGrow", U(comm), I(nRanks), U(id), I(rank), U(newcomm), U(config));
+  struct fake_comm *p = NULL;
+  if (comm != NULL && (p = comm_get(comm)) == NULL)
+    return ncclInvalidArgument;
+  return init_comm("ncclCommGrow", newcomm, nRanks, p != NULL ? p->rank : rank);
+}
+
+EXPORT ncclResult_t ncclCommQueryProperties(ncclComm_t comm, pcl_comm_properties_t *props) {
+  REC("ncclCommQueryProperties", U(comm), U(props));
+  CHECK_COMM(comm);
+  return result_of("ncclCommQueryProperties");
+}
+
+EXPORT ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void **out) {
+  REC("ncclWinGetUserPtr", U(comm), U(win), U(out));
+  CHECK_COMM(comm);
+  *out = (void *)((uintptr_t)win + 1);
+  return result_of("ncclWinGetUserPtr");
+}
+
+EXPORT ncclResult_t ncclPutSignal(const void *buf, size_t n, ncclDataType_t t, int peer,
+                                  ncclWindow_t win, size_t off, int sigIdx, int ctx,
+                                  unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
+  REC("ncclPutSignal", U(buf), (uint64_t)n, I(t), I(peer), U(win), (uint64_t)off, I(sigIdx), I(ctx),
+      (uint64_t)flags, U(comm), U(stream));
+  CHECK_COMM(comm);
+  return result_of("ncclPutSignal");
+}
+
+EXPORT ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                               cudaStream_t stream) {
+  REC("ncclSignal", I(peer), I(sigIdx), I(ctx), (uint64_t)flags, U(comm), U(stream));
+  CHECK_COMM(comm);
+  return result_of("ncclSignal");
+}
+
+EXPORT ncclResult_t ncclWaitSignal(int nDesc, pcl_wait_signal_desc_t *descs, ncclComm_t comm,
+                                   cudaStream_t stream) {
+  REC("ncclWaitSignal", I(nDesc), U(descs), U(comm), U(stream));
+  CHECK_COMM(comm);
+  return result_of("ncclWaitSignal");
+}
+
+/* Window queries: a pointer derived from the arguments, so tests see what arrived. */
+#ifndef FAKE_PARTIAL
+EXPORT ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t win, size_t off, int peer, void **out) {
+  REC("ncclGetPeerDevicePointer", U(win), (uint64_t)off, I(peer), U(out));
+  *out = (void *)((uintptr_t)win + off + (uintptr_t)peer);
+  return result_of("ncclGetPeerDevicePointer");
+}
+#endif
+
+EXPORT ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t win, size_t off, int lsaRank, void **out) {
+  REC("ncclGetLsaDevicePointer", U(win), (uint64_t)off, I(lsaRank), U(out));
+  *out = (void *)((uintptr_t)win + off + (uintptr_t)lsaRank);
+  return result_of("ncclGetLsaDevicePointer");
+}
+
+EXPORT ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t win, size_t off, void **out) {
+  REC("ncclGetLsaMultimemDevicePointer", U(win), (uint64_t)off, U(out));
+  *out = (void *)((uintptr_t)win + off);
+  return result_of("ncclGetLsaMultimemDevicePointer");
+}
+
+EXPORT ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t win, size_t off,
+                                                 pcl_multimem_handle_t mm, void **out) {
+  REC("ncclGetMultimemDevicePointer", U(win), (uint64_t)off, U(mm.mc_base), U(out));
+  *out = (void *)((uintptr_t)mm.mc_base + off);
+  return result_of("ncclGetMultimemDevicePointer");
+}
+
+EXPORT ncclResult_t ncclGetPeerDeviceLeInfo(ncclWindow_t win, size_t off, int peer,
+                                            pcl_cft_le_id_t *le, size_t *leOff) {
+  REC("ncclGetPeerDeviceLeInfo", U(win), (uint64_t)off, I(peer), U(le), U(leOff));
+  *le = (pcl_cft_le_id_t)peer;
+  *leOff = off;
+  return result_of("ncclGetPeerDeviceLeInfo");
+}
+
+EXPORT ncclResult_t ncclGetMultimemDeviceLeInfo(ncclWindow_t win, size_t off, pcl_cft_le_id_t *le,
+                                                size_t *leOff) {
+  REC("ncclGetMultimemDeviceLeInfo", U(win), (uint64_t)off, U(le), U(leOff));
+  *le = 77;
+  *leOff = off;
+  return result_of("ncclGetMultimemDeviceLeInfo");
+}
+
+EXPORT ncclResult_t ncclGetCftDeviceLeInfo(ncclWindow_t win, size_t off, int peerCft,
+                                           ncclTeam_t team, pcl_cft_le_id_t *le, size_t *leOff) {
+  REC("ncclGetCftDeviceLeInfo", U(win), (uint64_t)off, I(peerCft), I(team.nRanks), I(team.rank),
+      I(team.stride), U(le), U(leOff));
+  *le = (pcl_cft_le_id_t)(peerCft * team.stride);
+  *leOff = off;
+  return result_of("ncclGetCftDeviceLeInfo");
+}
+
+#ifndef FAKE_PARTIAL
+EXPORT ncclTeam_t ncclTeamCft(ncclComm_t comm, pcl_cft_team_mode_t mode) {
+  return team_of("ncclTeamCft", comm, 10 + mode);
+}
+#endif
+
+EXPORT ncclTeam_t ncclTeamCftMultimem(ncclComm_t comm) {
+  return team_of("ncclTeamCftMultimem", comm, 20);
+}
+
+EXPORT ncclResult_t ncclGinOutboxCreateRequirement(int nBlocks, int sizeLog2,
+                                                   pcl_gin_outbox_handle_t *h,
+                                                   ncclDevResourceRequirements_t *req) {
+  REC("ncclGinOutboxCreateRequirement", I(nBlocks), I(sizeLog2), U(h), U(req));
+  return result_of("ncclGinOutboxCreateRequirement");
+}
+
+EXPORT ncclResult_t ncclGinInboxA2ACreateRequirement(ncclTeam_t peers, int nBlocks, int sizeLog2,
+                                                     pcl_gin_inbox_a2a_handle_t *h,
+                                                     ncclDevResourceRequirements_t *req) {
+  REC("ncclGinInboxA2ACreateRequirement", I(peers.nRanks), I(peers.rank), I(peers.stride),
+      I(nBlocks), I(sizeLog2), U(h), U(req));
+  return result_of("ncclGinInboxA2ACreateRequirement");
+}
+
+/* Parameters: one fake parameter, bound to a handle of the fake's own. */
+static char fake_param; /* its address is the handle */
+#define FAKE_PARAM_VALUE 42
+
+EXPORT ncclResult_t ncclParamBind(pcl_param_handle_t *out, const char *key) {
+  REC("ncclParamBind", U(out), U(key));
+  *out = (pcl_param_handle_t)(void *)&fake_param;
+  return result_of("ncclParamBind");
+}
+
+#define FAKE_PARAM_GET(fn, type)                                                                   \
+  EXPORT ncclResult_t fn(pcl_param_handle_t h, type *out) {                                        \
+    REC(#fn, U(h), U(out));                                                                        \
+    *out = (type)FAKE_PARAM_VALUE;                                                                 \
+    return result_of(#fn);                                                                         \
+  }
+
+FAKE_PARAM_GET(ncclParamGetI8, int8_t)
+FAKE_PARAM_GET(ncclParamGetI16, int16_t)
+FAKE_PARAM_GET(ncclParamGetI32, int32_t)
+FAKE_PARAM_GET(ncclParamGetI64, int64_t)
+FAKE_PARAM_GET(ncclParamGetU8, uint8_t)
+FAKE_PARAM_GET(ncclParamGetU16, uint16_t)
+FAKE_PARAM_GET(ncclParamGetU32, uint32_t)
+FAKE_PARAM_GET(ncclParamGetU64, uint64_t)
+
+EXPORT ncclResult_t ncclParamGetStr(pcl_param_handle_t h, const char **out) {
+  REC("ncclParamGetStr", U(h), U(out));
+  *out = "42";
+  return result_of("ncclParamGetStr");
+}
+
+EXPORT ncclResult_t ncclParamGet(pcl_param_handle_t h, void *out, int maxLen, int *len) {
+  REC("ncclParamGet", U(h), U(out), I(maxLen), U(len));
+  *len = 0;
+  return result_of("ncclParamGet");
+}
+
+EXPORT ncclResult_t ncclParamGetParameter(const char *key, const char **value, int *len) {
+  REC("ncclParamGetParameter", U(key), U(value), U(len));
+  *value = "42";
+  *len = 2;
+  return result_of("ncclParamGetParameter");
+}
+
+EXPORT ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int *len) {
+  static const char *keys[] = {"NCCL_FAKE_PARAM"};
+  REC("ncclParamGetAllParameterKeys", U(table), U(len));
+  *table = keys;
+  *len = 1;
+  return result_of("ncclParamGetAllParameterKeys");
+}
+
+#ifndef FAKE_PARTIAL
+EXPORT void ncclParamDumpAll(void) {
+  REC("ncclParamDumpAll", 0);
+}
+#endif
+
+EXPORT ncclResult_t ncclSetEncryption(const pcl_encryption_config_t *config) {
+  REC("ncclSetEncryption", U(config));
+  return result_of("ncclSetEncryption");
+}
+
+/* The per-call-config collectives: the plain call's arguments, then the config. */
+#ifndef FAKE_PARTIAL
+EXPORT ncclResult_t ncclAllReduceConfig(const void *s, void *r, size_t n, ncclDataType_t t,
+                                        ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+                                        const pcl_coll_config_t *cfg) {
+  REC("ncclAllReduceConfig", U(s), U(r), (uint64_t)n, I(t), I(op), U(comm), U(stream), U(cfg));
+  CHECK_COMM(comm);
+  return result_of("ncclAllReduceConfig");
+}
+#endif
+
+EXPORT ncclResult_t ncclBroadcastConfig(const void *s, void *r, size_t n, ncclDataType_t t,
+                                        int root, ncclComm_t comm, cudaStream_t stream,
+                                        const pcl_coll_config_t *cfg) {
+  REC("ncclBroadcastConfig", U(s), U(r), (uint64_t)n, I(t), I(root), U(comm), U(stream), U(cfg));
+  CHECK_COMM(comm);
+  return result_of("ncclBroadcastConfig");
+}
+
+EXPORT ncclResult_t ncclReduceConfig(const void *s, void *r, size_t n, ncclDataType_t t,
+                                     ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
+                                     const pcl_coll_config_t *cfg) {
+  REC("ncclReduceConfig", U(s), U(r), (uint64_t)n, I(t), I(op), I(root), U(comm), U(stream),
+      U(cfg));
+  CHECK_COMM(comm);
+  return result_of("ncclReduceConfig");
+}
+
+EXPORT ncclResult_t ncclAllGatherConfig(const void *s, void *r, size_t n, ncclDataType_t t,
+                                        ncclComm_t comm, cudaStream_t stream,
+                                        const pcl_coll_config_t *cfg) {
+  REC("ncclAllGatherConfig", U(s), U(r), (uint64_t)n, I(t), U(comm), U(stream), U(cfg));
+  CHECK_COMM(comm);
+  return result_of("ncclAllGatherConfig");
+}
+
+EXPORT ncclResult_t ncclReduceScatterConfig(const void *s, void *r, size_t n, ncclDataType_t t,
+                                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+                                            const pcl_coll_config_t *cfg) {
+  REC("ncclReduceScatterConfig", U(s), U(r), (uint64_t)n, I(t), I(op), U(comm), U(stream), U(cfg));
+  CHECK_COMM(comm);
+  return result_of("ncclReduceScatterConfig");
+}
+
+EXPORT ncclResult_t ncclAlltoAllConfig(const void *s, void *r, size_t n, ncclDataType_t t,
+                                       ncclComm_t comm, cudaStream_t stream,
+                                       const pcl_coll_config_t *cfg) {
+  REC("ncclAlltoAllConfig", U(s), U(r), (uint64_t)n, I(t), U(comm), U(stream), U(cfg));
+  CHECK_COMM(comm);
+  return result_of("ncclAlltoAllConfig");
+}
+
+EXPORT ncclResult_t ncclGatherConfig(const void *s, void *r, size_t n, ncclDataType_t t, int root,
+                                     ncclComm_t comm, cudaStream_t stream,
+                                     const pcl_coll_config_t *cfg) {
+  REC("ncclGatherConfig", U(s), U(r), (uint64_t)n, I(t), I(root), U(comm), U(stream), U(cfg));
+  CHECK_COMM(comm);
+  return result_of("ncclGatherConfig");
+}
+
+EXPORT ncclResult_t ncclScatterConfig(const void *s, void *r, size_t n, ncclDataType_t t, int root,
+                                      ncclComm_t comm, cudaStream_t stream,
+                                      const pcl_coll_config_t *cfg) {
+  REC("ncclScatterConfig", U(s), U(r), (uint64_t)n, I(t), I(root), U(comm), U(stream), U(cfg));
+  CHECK_COMM(comm);
+  return result_of("ncclScatterConfig");
 }

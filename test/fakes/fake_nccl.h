@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #define FAKE_MAX_CALLS 8192
-#define FAKE_MAX_ARGS 8
+#define FAKE_MAX_ARGS 12   /* ncclPutSignal's 11 */
 #define FAKE_VERSION 22999 /* distinct from every real NCCL, so tests see whose version it is */
 #define FAKE_ID_BYTE 0xab  /* bytes 0..39 of the fake's unique ids */
 

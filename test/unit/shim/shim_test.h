@@ -23,6 +23,10 @@ struct fake_state *shim_test_fake_at(const char *path);
 int shim_test_last(const struct fake_state *st, const char *name);
 int shim_test_count(const struct fake_state *st, const char *name);
 
+/* Lines of the file at `path` that contain `a` and, unless NULL, `b` (0 when there is no file):
+ * counts planccl's log lines under PLANCCL_DEBUG_FILE. */
+int shim_test_count_lines(const char *path, const char *a, const char *b);
+
 /* 1 when a loaded object resolves (realpath) to `path`. */
 int shim_test_loaded(const char *path);
 

@@ -55,6 +55,17 @@ int shim_test_count(const struct fake_state *st, const char *name) {
   return n;
 }
 
+int shim_test_count_lines(const char *path, const char *a, const char *b) {
+  FILE *f = fopen(path, "r");
+  char line[4096];
+  int n = 0;
+  while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+    n += strstr(line, a) != NULL && (b == NULL || strstr(line, b) != NULL);
+  if (f != NULL)
+    fclose(f);
+  return n;
+}
+
 struct loaded_arg {
   const char *want;
   int found;

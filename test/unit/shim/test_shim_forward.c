@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "nccl_compat_int.h"
 #include "nccl_device_int.h"
 #include "shim_test.h"
 
@@ -358,6 +359,15 @@ START_TEST(test_bad_handles) {
     ck_assert_int_eq(ncclCommSplit(b, 0, 0, &child, NULL), ncclInvalidArgument);
     ck_assert_int_eq(ncclCommRegister(b, RBUF, 1, (void **)&child), ncclInvalidArgument);
     ck_assert_int_eq(ncclTeamWorld(b).rank, -1);
+    ck_assert_int_eq(ncclTeamCft(b, 0).rank, -1);
+    ck_assert_int_eq(ncclCommSuspend(b, 1), ncclInvalidArgument);
+    ck_assert_int_eq(ncclCommQueryProperties(b, NULL), ncclInvalidArgument);
+    ck_assert_int_eq(ncclAllReduceConfig(SBUF, RBUF, 1, ncclFloat, ncclSum, b, STREAM, NULL),
+                     ncclInvalidArgument);
+    ck_assert_int_eq(ncclSignal(0, 0, 0, 0, b, STREAM), ncclInvalidArgument);
+    if (b != NULL) { /* NULL is a joining rank's comm in a grow */
+      ck_assert_int_eq(ncclCommGrow(b, 4, NULL, -1, &child, NULL), ncclInvalidArgument);
+    }
     if (b != NULL) {
       ck_assert_int_eq(ncclCommDestroy(b), ncclInvalidArgument);
       ck_assert_int_eq(ncclCommAbort(b), ncclInvalidArgument);
@@ -412,7 +422,9 @@ START_TEST(test_error_strings) {
   };
   for (int i = 0; i < 8; i++)
     ck_assert_str_eq(ncclGetErrorString((ncclResult_t)i), want[i]);
-  ck_assert_str_eq(ncclGetErrorString(ncclNumResults), "unknown result code");
+  /* ncclTimeout (2.30.3) as the 2.32.6 library words it; 9 is 2.32's ncclNumResults. */
+  ck_assert_str_eq(ncclGetErrorString((ncclResult_t)PCL_NCCL_TIMEOUT), "timeout");
+  ck_assert_str_eq(ncclGetErrorString((ncclResult_t)9), "unknown result code");
   ck_assert_str_eq(ncclGetErrorString((ncclResult_t)-1), "unknown result code");
   ck_assert_str_eq(pncclGetErrorString(ncclInProgress), want[7]);
   ck_assert_str_eq(ncclGetLastError(NULL), "");
@@ -430,6 +442,300 @@ START_TEST(test_missing_symbol_disables_one_function) {
 }
 END_TEST
 
+/* A function newer than the real library (the partial fake lacks one of each release): the call
+ * is refused with ncclInvalidUsage and ONE WARN, at its first call, naming the function, the real
+ * library's version and the release that added it; none for them at load or at later calls. */
+START_TEST(test_missing_newer_functions) {
+  char *dir = shim_test_tmpdir();
+  char log[512];
+  snprintf(log, sizeof(log), "%s/log.txt", dir);
+  setenv("PLANCCL_DEBUG_FILE", log, 1);
+  struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL_PARTIAL");
+  void *real;
+  ncclComm_t comm = make_comm(st, 2, 0, &real);
+  /* At load, a WARN for the 2.28 function it lacks only. */
+  int w0 = shim_test_count_lines(log, "PLANCCL WARN", NULL);
+  ck_assert_int_eq(w0, 1);
+  ck_assert_int_eq(shim_test_count_lines(log, "PLANCCL WARN", "lacks ncclAlltoAll"), 1);
+  int before = st->ncalls;
+  ck_assert_int_eq(ncclCommSuspend(comm, 1), ncclInvalidUsage);
+  const char *e = ncclGetLastError(NULL);
+  ck_assert_msg(strstr(e, "ncclCommSuspend") && strstr(e, "2.29.99") && strstr(e, "since 2.29.7"),
+                "last error: %s", e);
+  ck_assert_int_eq(shim_test_count_lines(log, "PLANCCL WARN", NULL), w0 + 1);
+  ck_assert_int_eq(ncclCommSuspend(comm, 1), ncclInvalidUsage);
+  ck_assert_int_eq(shim_test_count_lines(log, "PLANCCL WARN", NULL), w0 + 1);
+  ck_assert_int_eq(ncclAllReduceConfig(SBUF, RBUF, 1, ncclFloat, ncclSum, comm, STREAM, NULL),
+                   ncclInvalidUsage);
+  ck_assert_int_eq(shim_test_count_lines(log, "PLANCCL WARN", "ncclAllReduceConfig"), 1);
+  ck_assert_int_eq(shim_test_count_lines(log, "PLANCCL WARN", "since 2.31.2"), 1);
+  void *p = (void *)1;
+  ck_assert_int_eq(ncclGetPeerDevicePointer((ncclWindow_t)(uintptr_t)0x3180, 0, 1, &p),
+                   ncclInvalidUsage);
+  ck_assert_ptr_eq(p, (void *)1);
+  ck_assert_int_eq(ncclTeamCft(comm, 0).rank, -1);
+  ncclParamDumpAll();
+  ck_assert_int_eq(shim_test_count_lines(log, "PLANCCL WARN", NULL), w0 + 5);
+  ck_assert_int_eq(shim_test_count_lines(log, "PLANCCL WARN", "ncclParamDumpAll"), 1);
+  ck_assert_int_eq(st->ncalls, before); /* nothing reached the fake */
+  /* The functions it has are forwarded as ever. */
+  ck_assert_int_eq(ncclCommResume(comm), ncclSuccess);
+  EXPECT(st, "ncclCommResume", U64(real));
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+  shim_test_rmtree(dir);
+  free(dir);
+}
+END_TEST
+
+/* NCCL 2.29's communicator functions and the 2.31 teams: planccl's comm becomes the real one,
+ * every other argument arrives unchanged, the fake's answers come back. */
+START_TEST(test_comm_functions_232_forwarded) {
+  struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
+  void *real;
+  ncclComm_t comm = make_comm(st, 4, 2, &real);
+  ck_assert_int_eq(ncclCommSuspend(comm, 1), ncclSuccess);
+  EXPECT(st, "ncclCommSuspend", U64(real), 1);
+  ck_assert_int_eq(ncclCommResume(comm), ncclSuccess);
+  EXPECT(st, "ncclCommResume", U64(real));
+  uint64_t bytes = 0;
+  ck_assert_int_eq(ncclCommMemStats(comm, (pcl_comm_mem_stat_t)2, &bytes), ncclSuccess);
+  EXPECT(st, "ncclCommMemStats", U64(real), 2, U64(&bytes));
+  ck_assert_uint_eq(bytes, 4098);
+  ncclUniqueId id;
+  ck_assert_int_eq(ncclCommGetUniqueId(comm, &id), ncclSuccess);
+  EXPECT(st, "ncclCommGetUniqueId", U64(real), U64(&id));
+  ck_assert_uint_eq((unsigned char)id.internal[0], FAKE_ID_BYTE + 1);
+  pcl_comm_properties_t *props = (pcl_comm_properties_t *)(uintptr_t)0x9090;
+  ck_assert_int_eq(ncclCommQueryProperties(comm, props), ncclSuccess);
+  EXPECT(st, "ncclCommQueryProperties", U64(real), U64(props));
+  ncclWindow_t win = NULL;
+  ck_assert_int_eq(ncclCommWindowRegister(comm, RBUF, 8192, &win, 0), ncclSuccess);
+  void *user = NULL;
+  ck_assert_int_eq(ncclWinGetUserPtr(comm, win, &user), ncclSuccess);
+  EXPECT(st, "ncclWinGetUserPtr", U64(real), U64(win), U64(&user));
+  ck_assert_ptr_eq(user, (void *)((uintptr_t)win + 1));
+  ck_assert_int_eq(ncclPutSignal(SBUF, 33, ncclFloat16, 3, win, 128, 2, 1, 0x5u, comm, STREAM),
+                   ncclSuccess);
+  EXPECT(st, "ncclPutSignal", U64(SBUF), 33, ncclFloat16, 3, U64(win), 128, 2, 1, 5, U64(real),
+         U64(STREAM));
+  ck_assert_int_eq(ncclSignal(1, 4, 2, 0x7u, comm, STREAM), ncclSuccess);
+  EXPECT(st, "ncclSignal", 1, 4, 2, 7, U64(real), U64(STREAM));
+  pcl_wait_signal_desc_t *descs = (pcl_wait_signal_desc_t *)(uintptr_t)0x5160;
+  ck_assert_int_eq(ncclWaitSignal(2, descs, comm, STREAM), ncclSuccess);
+  EXPECT(st, "ncclWaitSignal", 2, U64(descs), U64(real), U64(STREAM));
+  ncclTeam_t t = ncclTeamCft(comm, 1);
+  EXPECT(st, "ncclTeamCft", U64(real));
+  ck_assert_int_eq(t.nRanks, 4);
+  ck_assert_int_eq(t.rank, 2);
+  ck_assert_int_eq(t.stride, 11);
+  t = ncclTeamCftMultimem(comm);
+  EXPECT(st, "ncclTeamCftMultimem", U64(real));
+  ck_assert_int_eq(t.stride, 20);
+  /* Return codes come back unchanged. */
+  set_result(st, "ncclCommSuspend", ncclInvalidUsage);
+  ck_assert_int_eq(ncclCommSuspend(comm, 1), ncclInvalidUsage);
+  set_result(st, "ncclWaitSignal", ncclRemoteError);
+  ck_assert_int_eq(ncclWaitSignal(1, descs, comm, STREAM), ncclRemoteError);
+  ck_assert_int_eq(ncclCommWindowDeregister(comm, win), ncclSuccess);
+  ck_assert_int_eq(st->foreign_comms, 0);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+}
+END_TEST
+
+/* The nccl*Config collectives go to the fake's same function with the real comm and the config
+ * pointer untouched, inside a group too (at once, as every forwarded call). */
+START_TEST(test_config_collectives_forwarded) {
+  struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
+  void *real;
+  ncclComm_t comm = make_comm(st, 4, 1, &real);
+  const pcl_coll_config_t *cfg = (const pcl_coll_config_t *)(uintptr_t)0xc0f1;
+  ck_assert_int_eq(ncclAllReduceConfig(SBUF, RBUF, 17, ncclBfloat16, ncclMax, comm, STREAM, cfg),
+                   ncclSuccess);
+  EXPECT(st, "ncclAllReduceConfig", U64(SBUF), U64(RBUF), 17, ncclBfloat16, ncclMax, U64(real),
+         U64(STREAM), U64(cfg));
+  ck_assert_int_eq(ncclBroadcastConfig(SBUF, RBUF, 18, ncclInt8, 3, comm, STREAM, cfg),
+                   ncclSuccess);
+  EXPECT(st, "ncclBroadcastConfig", U64(SBUF), U64(RBUF), 18, ncclInt8, 3, U64(real), U64(STREAM),
+         U64(cfg));
+  ck_assert_int_eq(ncclReduceConfig(SBUF, RBUF, 19, ncclFloat64, ncclProd, 2, comm, STREAM, cfg),
+                   ncclSuccess);
+  EXPECT(st, "ncclReduceConfig", U64(SBUF), U64(RBUF), 19, ncclFloat64, ncclProd, 2, U64(real),
+         U64(STREAM), U64(cfg));
+  ck_assert_int_eq(ncclAllGatherConfig(SBUF, RBUF, 20, ncclUint8, comm, STREAM, cfg), ncclSuccess);
+  EXPECT(st, "ncclAllGatherConfig", U64(SBUF), U64(RBUF), 20, ncclUint8, U64(real), U64(STREAM),
+         U64(cfg));
+  ck_assert_int_eq(ncclReduceScatterConfig(SBUF, RBUF, 21, ncclHalf, ncclAvg, comm, STREAM, cfg),
+                   ncclSuccess);
+  EXPECT(st, "ncclReduceScatterConfig", U64(SBUF), U64(RBUF), 21, ncclHalf, ncclAvg, U64(real),
+         U64(STREAM), U64(cfg));
+  ck_assert_int_eq(ncclAlltoAllConfig(SBUF, RBUF, 22, ncclInt64, comm, STREAM, cfg), ncclSuccess);
+  EXPECT(st, "ncclAlltoAllConfig", U64(SBUF), U64(RBUF), 22, ncclInt64, U64(real), U64(STREAM),
+         U64(cfg));
+  ck_assert_int_eq(ncclGatherConfig(SBUF, RBUF, 23, ncclFloat8e4m3, 0, comm, STREAM, cfg),
+                   ncclSuccess);
+  EXPECT(st, "ncclGatherConfig", U64(SBUF), U64(RBUF), 23, ncclFloat8e4m3, 0, U64(real),
+         U64(STREAM), U64(cfg));
+  ck_assert_int_eq(ncclScatterConfig(SBUF, RBUF, 24, ncclFloat8e5m2, 3, comm, STREAM, NULL),
+                   ncclSuccess);
+  EXPECT(st, "ncclScatterConfig", U64(SBUF), U64(RBUF), 24, ncclFloat8e5m2, 3, U64(real),
+         U64(STREAM), 0);
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  int n = st->ncalls;
+  ck_assert_int_eq(ncclAllReduceConfig(SBUF, RBUF, 5, ncclFloat, ncclSum, comm, STREAM, cfg),
+                   ncclSuccess);
+  ck_assert_int_eq(shim_test_last(st, "ncclAllReduceConfig"), n);
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  ck_assert_int_gt(shim_test_last(st, "ncclGroupEnd"), n);
+  set_result(st, "ncclAlltoAllConfig", ncclInternalError);
+  ck_assert_int_eq(ncclAlltoAllConfig(SBUF, RBUF, 1, ncclFloat, comm, STREAM, cfg),
+                   ncclInternalError);
+  ck_assert_int_eq(st->foreign_comms, 0);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+}
+END_TEST
+
+/* Window queries (the window is the real NCCL's handle), device-API requirements, parameters and
+ * encryption: no comm, every argument as it came. */
+START_TEST(test_windows_params_forwarded) {
+  char *dir = shim_test_tmpdir();
+  char log[512];
+  snprintf(log, sizeof(log), "%s/log.txt", dir);
+  setenv("PLANCCL_DEBUG_FILE", log, 1);
+  struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
+  ncclWindow_t win = (ncclWindow_t)(uintptr_t)0x3180;
+  void *p = NULL;
+  ck_assert_int_eq(ncclGetPeerDevicePointer(win, 64, 3, &p), ncclSuccess);
+  EXPECT(st, "ncclGetPeerDevicePointer", U64(win), 64, 3, U64(&p));
+  ck_assert_ptr_eq(p, (void *)(uintptr_t)(0x3180 + 64 + 3));
+  ck_assert_int_eq(ncclGetLsaDevicePointer(win, 32, 1, &p), ncclSuccess);
+  EXPECT(st, "ncclGetLsaDevicePointer", U64(win), 32, 1, U64(&p));
+  ck_assert_int_eq(ncclGetLsaMultimemDevicePointer(win, 16, &p), ncclSuccess);
+  EXPECT(st, "ncclGetLsaMultimemDevicePointer", U64(win), 16, U64(&p));
+  pcl_multimem_handle_t mm = {(void *)(uintptr_t)0x70000};
+  ck_assert_int_eq(ncclGetMultimemDevicePointer(win, 8, mm, &p), ncclSuccess);
+  EXPECT(st, "ncclGetMultimemDevicePointer", U64(win), 8, 0x70000, U64(&p));
+  ck_assert_ptr_eq(p, (void *)(uintptr_t)0x70008);
+  pcl_cft_le_id_t le = 0;
+  size_t le_off = 0;
+  ck_assert_int_eq(ncclGetPeerDeviceLeInfo(win, 40, 5, &le, &le_off), ncclSuccess);
+  EXPECT(st, "ncclGetPeerDeviceLeInfo", U64(win), 40, 5, U64(&le), U64(&le_off));
+  ck_assert_uint_eq(le, 5);
+  ck_assert_uint_eq(le_off, 40);
+  ck_assert_int_eq(ncclGetMultimemDeviceLeInfo(win, 48, &le, &le_off), ncclSuccess);
+  EXPECT(st, "ncclGetMultimemDeviceLeInfo", U64(win), 48, U64(&le), U64(&le_off));
+  ncclTeam_t t = {4, 2, 3};
+  ck_assert_int_eq(ncclGetCftDeviceLeInfo(win, 56, 2, t, &le, &le_off), ncclSuccess);
+  EXPECT(st, "ncclGetCftDeviceLeInfo", U64(win), 56, 2, 4, 2, 3, U64(&le), U64(&le_off));
+  ck_assert_uint_eq(le, 6);
+  ncclDevResourceRequirements_t *rr = (ncclDevResourceRequirements_t *)(uintptr_t)0x1b;
+  pcl_gin_outbox_handle_t *oh = (pcl_gin_outbox_handle_t *)(uintptr_t)0x1e;
+  ck_assert_int_eq(ncclGinOutboxCreateRequirement(3, 12, oh, rr), ncclSuccess);
+  EXPECT(st, "ncclGinOutboxCreateRequirement", 3, 12, U64(oh), U64(rr));
+  pcl_gin_inbox_a2a_handle_t *ih = (pcl_gin_inbox_a2a_handle_t *)(uintptr_t)0x1f;
+  ck_assert_int_eq(ncclGinInboxA2ACreateRequirement(t, 4, 13, ih, rr), ncclSuccess);
+  EXPECT(st, "ncclGinInboxA2ACreateRequirement", 4, 2, 3, 4, 13, U64(ih), U64(rr));
+  /* Parameters. */
+  const char *key = "NCCL_FAKE_PARAM";
+  pcl_param_handle_t h = NULL;
+  ck_assert_int_eq(ncclParamBind(&h, key), ncclSuccess);
+  EXPECT(st, "ncclParamBind", U64(&h), U64(key));
+  ck_assert_ptr_nonnull(h);
+  int8_t i8 = 0;
+  uint64_t u64 = 0;
+  ck_assert_int_eq(ncclParamGetI8(h, &i8), ncclSuccess);
+  EXPECT(st, "ncclParamGetI8", U64(h), U64(&i8));
+  ck_assert_int_eq(ncclParamGetU64(h, &u64), ncclSuccess);
+  EXPECT(st, "ncclParamGetU64", U64(h), U64(&u64));
+  ck_assert_int_eq(i8 + (int)u64, 84);
+  const char *str = NULL;
+  ck_assert_int_eq(ncclParamGetStr(h, &str), ncclSuccess);
+  ck_assert_str_eq(str, "42");
+  char buf[8];
+  int len = -1;
+  ck_assert_int_eq(ncclParamGet(h, buf, 8, &len), ncclSuccess);
+  EXPECT(st, "ncclParamGet", U64(h), U64(buf), 8, U64(&len));
+  ck_assert_int_eq(ncclParamGetParameter(key, &str, &len), ncclSuccess);
+  EXPECT(st, "ncclParamGetParameter", U64(key), U64(&str), U64(&len));
+  const char **keys = NULL;
+  ck_assert_int_eq(ncclParamGetAllParameterKeys(&keys, &len), ncclSuccess);
+  ck_assert_int_eq(len, 1);
+  ck_assert_str_eq(keys[0], "NCCL_FAKE_PARAM");
+  ncclParamDumpAll();
+  ck_assert_int_ge(shim_test_last(st, "ncclParamDumpAll"), 0);
+  /* Encryption: forwarded, and planccl says once that its own sockets stay plain. */
+  const pcl_encryption_config_t *enc = (const pcl_encryption_config_t *)(uintptr_t)0xe7c;
+  ck_assert_int_eq(ncclSetEncryption(enc), ncclSuccess);
+  EXPECT(st, "ncclSetEncryption", U64(enc));
+  ck_assert_int_eq(ncclSetEncryption(enc), ncclSuccess);
+  ck_assert_int_eq(shim_test_count_lines(log, "PLANCCL WARN", "not encrypted"), 1);
+  set_result(st, "ncclGetLsaDevicePointer", ncclInvalidArgument);
+  ck_assert_int_eq(ncclGetLsaDevicePointer(win, 0, 9, &p), ncclInvalidArgument);
+  shim_test_rmtree(dir);
+  free(dir);
+}
+END_TEST
+
+/* Grow: the real NCCL grows into planccl's new comm (an existing rank passes planccl's comm, a
+ * joining one NULL); the caller gets planccl's handle, which runs pass-through. */
+START_TEST(test_grow) {
+  struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
+  void *real;
+  ncclComm_t comm = make_comm(st, 4, 1, &real);
+  ncclUniqueId id;
+  ck_assert_int_eq(ncclCommGetUniqueId(comm, &id), ncclSuccess);
+  ncclConfig_t *cfg = (ncclConfig_t *)NULL;
+  ncclComm_t grown = NULL;
+  ck_assert_int_eq(ncclCommGrow(comm, 6, &id, -1, &grown, cfg), ncclSuccess);
+  int i = shim_test_last(st, "ncclCommGrow");
+  ck_assert_int_ge(i, 0);
+  ck_assert_uint_eq(st->calls[i].a[0], U64(real));
+  ck_assert_uint_eq(st->calls[i].a[1], 6);
+  ck_assert_uint_eq(st->calls[i].a[2], U64(&id));
+  ck_assert_uint_eq(st->calls[i].a[3], (uint64_t)-1);
+  ck_assert_uint_ne(st->calls[i].a[4], U64(&grown)); /* planccl's own slot */
+  ck_assert_uint_eq(st->calls[i].a[5], 0);
+  ck_assert_ptr_nonnull(grown);
+  void *grown_real = st->last_comm;
+  ck_assert_ptr_ne(grown, grown_real);
+  int n = 0, r = -1;
+  ck_assert_int_eq(ncclCommCount(grown, &n), ncclSuccess);
+  ck_assert_int_eq(ncclCommUserRank(grown, &r), ncclSuccess);
+  ck_assert_int_eq(n, 6);
+  ck_assert_int_eq(r, 1);
+  ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 9, ncclFloat, ncclSum, grown, STREAM), ncclSuccess);
+  EXPECT(st, "ncclAllReduce", U64(SBUF), U64(RBUF), 9, ncclFloat, ncclSum, U64(grown_real),
+         U64(STREAM));
+  /* A joining rank: no comm yet. */
+  ncclComm_t joined = NULL;
+  ck_assert_int_eq(ncclCommGrow(NULL, 6, &id, 5, &joined, NULL), ncclSuccess);
+  EXPECT(st, "ncclCommGrow", 0, 6, U64(&id), 5);
+  ck_assert_ptr_nonnull(joined);
+  ck_assert_int_eq(ncclCommUserRank(joined, &r), ncclSuccess);
+  ck_assert_int_eq(r, 5);
+  /* Inside a group the real comm arrives at the group end, as for an init. */
+  ncclComm_t later = NULL;
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  ck_assert_int_eq(ncclCommGrow(NULL, 6, &id, 4, &later, NULL), ncclSuccess);
+  ck_assert_ptr_nonnull(later);
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  ck_assert_int_eq(ncclCommUserRank(later, &r), ncclSuccess);
+  ck_assert_int_eq(r, 4);
+  /* A failed grow hands back nothing. */
+  set_result(st, "ncclCommGrow", ncclSystemError);
+  ncclComm_t failed = (ncclComm_t)0x1;
+  ck_assert_int_eq(ncclCommGrow(comm, 6, &id, -1, &failed, NULL), ncclSystemError);
+  ck_assert_ptr_null(failed);
+  ck_assert_int_eq(ncclCommGrow(comm, 6, &id, -1, NULL, NULL), ncclInvalidArgument);
+  ck_assert_int_eq(st->foreign_comms, 0);
+  ck_assert_int_eq(ncclCommDestroy(grown), ncclSuccess);
+  EXPECT(st, "ncclCommDestroy", U64(grown_real));
+  ck_assert_int_eq(ncclCommDestroy(joined), ncclSuccess);
+  ck_assert_int_eq(ncclCommDestroy(later), ncclSuccess);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+  ck_assert_int_eq(st->live_comms, 0);
+}
+END_TEST
+
 TCase *shim_tcase_forward(void) {
   TCase *tc = tcase_create("forward");
   tcase_add_test(tc, test_unique_id_layout);
@@ -443,5 +749,10 @@ TCase *shim_tcase_forward(void) {
   tcase_add_test(tc, test_groups);
   tcase_add_test(tc, test_error_strings);
   tcase_add_test(tc, test_missing_symbol_disables_one_function);
+  tcase_add_test(tc, test_missing_newer_functions);
+  tcase_add_test(tc, test_comm_functions_232_forwarded);
+  tcase_add_test(tc, test_config_collectives_forwarded);
+  tcase_add_test(tc, test_windows_params_forwarded);
+  tcase_add_test(tc, test_grow);
   return tc;
 }

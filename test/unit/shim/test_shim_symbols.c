@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
- * ABI coverage: every defined dynamic symbol of the real libnccl.so.2 is exported by
- * libplanccl.so with the same binding (weak nccl*, strong pnccl* twins at the same address,
- * strong ncclResetDebugInitInternal), and planccl exports nothing else. */
+ * ABI coverage: libplanccl.so exports exactly NCCL 2.32's 193 names (a list kept as test data) as
+ * NCCL binds them, a real libnccl.so.2 found here exports nothing beyond that list, and the fake
+ * NCCL has every function of it. */
 #define _GNU_SOURCE
 #include <elf.h>
 #include <fcntl.h>
@@ -65,27 +65,45 @@ static const struct sym *find(const struct symtab *t, const char *name) {
   return NULL;
 }
 
-START_TEST(test_exports_match_real_nccl) {
-  const char *real_path = getenv("PCL_REAL_NCCL");
-  if (real_path == NULL || access(real_path, R_OK) != 0) {
-    fprintf(stderr, "no real libnccl.so.2 at %s; symbol coverage not checked\n",
-            real_path ? real_path : "(unset)");
-    return;
+/* NCCL 2.32's export list (test/data/nccl-2.32-symbols.txt, from nm -D --defined-only of the
+ * 2.32.6 wheel's libnccl.so.2; 2.32.3 exports the same), one name per line. */
+static struct symtab read_list(void) {
+  const char *path = shim_test_path("PCL_NCCL_SYMBOLS");
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  struct symtab t = {calloc(512, sizeof(struct sym)), 0};
+  char line[sizeof(t.syms[0].name)];
+  while (fgets(line, sizeof(line), f) != NULL && t.n < 512) {
+    line[strcspn(line, "\r\n")] = '\0';
+    if (line[0] != '\0')
+      memcpy(t.syms[t.n++].name, line, sizeof(line));
   }
-  struct symtab real = read_dynsym(real_path);
+  fclose(f);
+  return t;
+}
+
+/* NCCL's bindings (src/include/core.h, NCCL_API): the nccl* body is weak, its pnccl* twin a
+ * strong alias; ncclResetDebugInitInternal is a plain strong export. */
+static int nccl_binding(const char *name) {
+  if (strncmp(name, "pnccl", 5) == 0 || strcmp(name, "ncclResetDebugInitInternal") == 0)
+    return STB_GLOBAL;
+  return STB_WEAK;
+}
+
+/* planccl exports exactly NCCL 2.32's names, bound as NCCL binds them, twins at their bodies. */
+START_TEST(test_exports_match_nccl_232) {
+  struct symtab list = read_list();
   struct symtab ours = read_dynsym(shim_test_path("PCL_PLANCCL_LIB"));
-  ck_assert_int_ge(real.n, 105);
-  for (int i = 0; i < real.n; i++) {
-    const struct sym *o = find(&ours, real.syms[i].name);
-    ck_assert_msg(o != NULL, "planccl does not export %s", real.syms[i].name);
-    ck_assert_msg(o->bind == real.syms[i].bind, "%s: binding %d, NCCL has %d", o->name, o->bind,
-                  real.syms[i].bind);
+  ck_assert_int_eq(list.n, 193);
+  for (int i = 0; i < list.n; i++) {
+    const struct sym *o = find(&ours, list.syms[i].name);
+    ck_assert_msg(o != NULL, "planccl does not export %s", list.syms[i].name);
+    ck_assert_msg(o->bind == nccl_binding(o->name), "%s: binding %d", o->name, o->bind);
   }
-  /* Nothing extra: planccl's exports are exactly NCCL's. */
   for (int i = 0; i < ours.n; i++)
-    ck_assert_msg(find(&real, ours.syms[i].name) != NULL, "planccl exports %s, NCCL does not",
+    ck_assert_msg(find(&list, ours.syms[i].name) != NULL, "planccl exports %s, NCCL 2.32 does not",
                   ours.syms[i].name);
-  /* pnccl* twins are aliases of nccl*. */
+  ck_assert_int_eq(ours.n, list.n);
   for (int i = 0; i < ours.n; i++) {
     if (strncmp(ours.syms[i].name, "pnccl", 5) != 0)
       continue;
@@ -93,25 +111,77 @@ START_TEST(test_exports_match_real_nccl) {
     ck_assert_ptr_nonnull(base);
     ck_assert_uint_eq(base->value, ours.syms[i].value);
   }
+  free(list.syms);
+  free(ours.syms);
+}
+END_TEST
+
+/* Internal names NCCL 2.30.3 exported by mistake (2.30.7 dropped them): not API, not planccl's. */
+static int known_leak(const char *name) {
+  static const char *const leaks[] = {"ncclParamDumpAllFlag",     "ncclParamDumpAllFlagKey",
+                                      "ncclParamEnvPluginGet",    "ncclParamIsCacheDisabled",
+                                      "ncclParamNoCacheStr",      "ncclParamNoCacheStrKey",
+                                      "ncclParamRegistryInstance"};
+  for (size_t i = 0; i < sizeof(leaks) / sizeof(leaks[0]); i++)
+    if (strcmp(name, leaks[i]) == 0)
+      return 1;
+  return 0;
+}
+
+/* The real libnccl.so.2 found here (any release up to 2.32) exports no name beyond the list, with
+ * the same bindings as planccl. Skipped where the build machine has NCCL's headers only. */
+START_TEST(test_real_nccl_within_list) {
+  const char *real_path = getenv("PCL_REAL_NCCL");
+  if (real_path == NULL || access(real_path, R_OK) != 0) {
+    fprintf(stderr, "no real libnccl.so.2 at %s; its exports not checked\n",
+            real_path ? real_path : "(unset)");
+    return;
+  }
+  struct symtab list = read_list();
+  struct symtab real = read_dynsym(real_path);
+  struct symtab ours = read_dynsym(shim_test_path("PCL_PLANCCL_LIB"));
+  ck_assert_int_ge(real.n, 105);
+  for (int i = 0; i < real.n; i++) {
+    const char *name = real.syms[i].name;
+    if (known_leak(name))
+      continue;
+    ck_assert_msg(find(&list, name) != NULL, "%s exports %s, which NCCL 2.32 does not", real_path,
+                  name);
+    const struct sym *o = find(&ours, name);
+    ck_assert_msg(o != NULL, "planccl does not export %s", name);
+    ck_assert_msg(o->bind == real.syms[i].bind, "%s: binding %d, NCCL has %d", name, o->bind,
+                  real.syms[i].bind);
+  }
+  free(list.syms);
   free(real.syms);
   free(ours.syms);
 }
 END_TEST
 
-/* The names PyTorch 2.11 resolves beyond the classic API (a missing one breaks import torch). */
+/* The recording fake has every function of the list (it exports no pnccl* twins). */
+START_TEST(test_fake_exports_list) {
+  struct symtab list = read_list();
+  struct symtab fake = read_dynsym(shim_test_path("PCL_FAKE_NCCL"));
+  for (int i = 0; i < list.n; i++)
+    if (strncmp(list.syms[i].name, "nccl", 4) == 0)
+      ck_assert_msg(find(&fake, list.syms[i].name) != NULL, "the fake lacks %s", list.syms[i].name);
+  free(list.syms);
+  free(fake.syms);
+}
+END_TEST
+
+/* The names PyTorch resolves beyond the classic API (a missing one breaks import torch): 2.11's,
+ * then the eleven NCCL 2.29.7 functions 2.15's libtorch_cuda.so imports. */
 START_TEST(test_exports_needed_by_pytorch) {
   struct symtab ours = read_dynsym(shim_test_path("PCL_PLANCCL_LIB"));
-  static const char *const names[] = {"ncclCommShrink",
-                                      "ncclCommWindowRegister",
-                                      "ncclCommWindowDeregister",
-                                      "ncclDevCommCreate",
-                                      "ncclDevCommDestroy",
-                                      "ncclGroupSimulateEnd",
-                                      "ncclAlltoAll",
-                                      "ncclCommRegister",
-                                      "ncclMemAlloc",
-                                      "ncclCommInitRankScalable",
-                                      "ncclCommSplit"};
+  static const char *const names[] = {
+      "ncclCommShrink", "ncclCommWindowRegister", "ncclCommWindowDeregister", "ncclDevCommCreate",
+      "ncclDevCommDestroy", "ncclGroupSimulateEnd", "ncclAlltoAll", "ncclCommRegister",
+      "ncclMemAlloc", "ncclCommInitRankScalable", "ncclCommSplit",
+      /* torch 2.15 */
+      "ncclCommGetUniqueId", "ncclCommGrow", "ncclCommMemStats", "ncclCommResume",
+      "ncclCommSuspend", "ncclGetLsaMultimemDevicePointer", "ncclGetPeerDevicePointer",
+      "ncclPutSignal", "ncclSignal", "ncclWaitSignal", "ncclWinGetUserPtr"};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
     ck_assert_msg(find(&ours, names[i]) != NULL, "missing %s", names[i]);
   free(ours.syms);
@@ -120,7 +190,9 @@ END_TEST
 
 TCase *shim_tcase_symbols(void) {
   TCase *tc = tcase_create("symbols");
-  tcase_add_test(tc, test_exports_match_real_nccl);
+  tcase_add_test(tc, test_exports_match_nccl_232);
+  tcase_add_test(tc, test_real_nccl_within_list);
+  tcase_add_test(tc, test_fake_exports_list);
   tcase_add_test(tc, test_exports_needed_by_pytorch);
   return tc;
 }
