@@ -38,12 +38,16 @@ pcl_install_deps() {
 }
 
 # pcl_build <build dir> [extra cmake args...]
+# PCL_BUILD_TARGET: the one target to build (default all); PCL_BUILD_NICE: the build's niceness
+# (a build that runs beside others, whose result is needed last).
 pcl_build() {
   local dir=$1; shift
   # shellcheck disable=SC2086
   cmake -S "$PCL_ROOT" -B "$dir" -DCMAKE_INSTALL_PREFIX="$dir/install" "$@" ${CMAKE_ARGS:-} >"$dir/configure.log" 2>&1 ||
     { cat "$dir/configure.log"; return 1; }
   local start=$SECONDS
-  cmake --build "$dir" -j "$(nproc)" ${PCL_BUILD_TARGET:+--target $PCL_BUILD_TARGET} || return 1
+  # shellcheck disable=SC2086
+  ${PCL_BUILD_NICE:+nice -n $PCL_BUILD_NICE} cmake --build "$dir" -j "$(nproc)" \
+    ${PCL_BUILD_TARGET:+--target $PCL_BUILD_TARGET} || return 1
   pcl_log "build of $dir took $((SECONDS - start)) s"
 }
