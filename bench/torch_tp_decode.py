@@ -3,17 +3,14 @@
 # layer) captured in CUDA graphs, tokens/s with and without libplanccl.so preloaded, alternating runs.
 #   driver:  python3 bench/torch_tp_decode.py --nproc 2 [--prefix build/install] [--runs 5]
 #   worker:  (started by the driver under torchrun) ... --worker --out FILE
-import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-GUARDS = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-          "NVSHMEM_DISABLE_NVLS": "1"}
+from torch_bed import GUARDS, main, parser, planccl_loaded, torchrun
 
 
 def worker(a):
@@ -48,8 +45,7 @@ def worker(a):
                    n1=torch.ones(H, device=dev, dtype=dtype), n2=torch.ones(H, device=dev,
                                                                             dtype=dtype))
               for _ in range(L)]
-    with open("/proc/self/maps") as f:
-        planccl = "libplanccl.so" in f.read()
+    planccl = planccl_loaded()
 
     def rms(x, wt):
         v = x.float().pow(2).mean(-1, keepdim=True)
@@ -162,25 +158,13 @@ def driver(a):
             else:
                 env.pop("LD_PRELOAD", None)
             out = os.path.join(tmp, "%s_%d.json" % (who, i))
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                   "--nproc_per_node", str(a.nproc), os.path.abspath(__file__), "--worker",
-                   "--out", out] + passthru
-            p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, timeout=a.timeout)
-            log = os.path.join(tmp, "%s_%d.log" % (who, i))
-            with open(log, "w") as f:
-                f.write(p.stdout)
-            if p.returncode != 0:
-                print(p.stdout[-4000:])
-                sys.exit("%s run %d failed (rc %d), log %s" % (who, i, p.returncode, log))
-            with open(out) as f:
-                r = json.load(f)
+            r, log = torchrun(__file__, a, env, out, passthru, "%s run %d" % (who, i))
             if a.backend == "nccl" and r["planccl"] != (who == "planccl"):
                 sys.exit("%s run %d: libplanccl.so %s loaded" % (who, i,
                                                                  "not" if r["planccl"] else ""))
             runs[who].append(r["results"])
             if who == "planccl" and i == 0:
-                stats = [ln for ln in p.stdout.splitlines() if "planccl stats:" in ln and
+                stats = [ln for ln in log.splitlines() if "planccl stats:" in ln and
                          ("AllReduce" in ln or "calls ran on plans" in ln)]
                 print("planccl run 0, rank 0 stats:\n  " + "\n  ".join(
                     [ln for ln in stats if "rank 0" in ln or "AllReduce" in ln][:12]))
@@ -210,11 +194,8 @@ def driver(a):
     print("raw results: %s" % tmp)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--worker", action="store_true")
-    ap.add_argument("--out", default="")
-    ap.add_argument("--nproc", type=int, default=2)
+if __name__ == "__main__":
+    ap = parser()
     ap.add_argument("--prefix", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                      "..", "build", "install"))
     ap.add_argument("--backend", default="nccl", choices=("nccl", "gloo"),
@@ -229,15 +210,4 @@ def main():
     ap.add_argument("--heads", type=int, default=32)
     ap.add_argument("--ctx", type=int, default=1024, help="KV-cache length attended per step")
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 8, 64])
-    ap.add_argument("--timeout", type=int, default=900)
-    a = ap.parse_args()
-    for k, v in GUARDS.items():
-        os.environ.setdefault(k, v)
-    if a.worker:
-        worker(a)
-    else:
-        driver(a)
-
-
-if __name__ == "__main__":
-    main()
+    main(ap, worker, driver)

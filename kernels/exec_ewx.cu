@@ -121,22 +121,31 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS, 1)
   PCL_KPROF_STAMP(prof_ready);
   pcl_kll_watch_t w = pcl_kll_watch_make(a, PCL_KHANG_OP_EW);
   const uint32_t n = bytes / (uint32_t)sizeof(W);
+  /* First pass: an element's loads are all issued before any of its stores, as in the
+   * hand-written kernels (the compiler may not move a load past a store that might alias it, so
+   * load, store, load, store would wait out every load in turn: reduce-scatter's puts read a
+   * different source each). The order of an element's accesses that can meet is kept: puts
+   * write only scratch, a copy never writes what another copy reads (exec_fuse.c,
+   * ewx_copies_safe), and the puts' sources are still read before the copies' stores. */
   if (nput > 0 || ncopy > 0)
     for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+      W pv[NT], cv[NC];
 #pragma unroll
       for (int j = 0; j < NT; j++)
-        if (j < nput) {
-          W v;
-          pcl_kew_ld<AL>(pcl_kewx_at(in, out, (kinds >> j) & 1u, src[j]), i, &v);
-          pcl_kll_wr(put[j], i, flag, v);
-        }
+        if (j < nput)
+          pcl_kew_ld<AL>(pcl_kewx_at(in, out, (kinds >> j) & 1u, src[j]), i, &pv[j]);
 #pragma unroll
       for (int k = 0; k < NC; k++)
-        if (k < (int)ncopy) {
-          W v;
-          pcl_kew_ld<AL>(pcl_kewx_at(in, out, (kinds >> (16 + k)) & 1u, csrc[k]), i, &v);
-          pcl_kew_st<AL>(pcl_kewx_at(in, out, (kinds >> (24 + k)) & 1u, cdst[k]), i, v);
-        }
+        if (k < (int)ncopy)
+          pcl_kew_ld<AL>(pcl_kewx_at(in, out, (kinds >> (16 + k)) & 1u, csrc[k]), i, &cv[k]);
+#pragma unroll
+      for (int j = 0; j < NT; j++)
+        if (j < nput)
+          pcl_kll_wr(put[j], i, flag, pv[j]);
+#pragma unroll
+      for (int k = 0; k < NC; k++)
+        if (k < (int)ncopy)
+          pcl_kew_st<AL>(pcl_kewx_at(in, out, (kinds >> (24 + k)) & 1u, cdst[k]), i, cv[k]);
     }
 #ifdef PCL_KPROF
   prof_op[0] = clock64();
