@@ -3,17 +3,18 @@
 # The house rules a machine can check, run by ./test.sh: every tracked C/CUDA file is
 # clang-format clean (.clang-format, clang-format 14 as on CI), private headers (*_int.h) sit
 # in their module's private/ directory and are included by that module and tests only, and no
-# tracked file speaks of how the work was done instead of the product (scripts/process_words.txt).
-# PCL_RULES_ONLY=format, private or words checks that rule alone.
+# tracked file speaks of how the work was done instead of the product (scripts/process_words.txt),
+# and every include keeps the folders' layering (scripts/layers.txt).
+# PCL_RULES_ONLY=format, private, words or layers checks that rule alone.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 status=0
 
 only=${PCL_RULES_ONLY:-}
 case "$only" in
-"" | format | private | words) ;;
+"" | format | private | words | layers) ;;
 *)
-  echo "check_rules: PCL_RULES_ONLY=$only: not a rule (format, private, words)" >&2
+  echo "check_rules: PCL_RULES_ONLY=$only: not a rule (format, private, words, layers)" >&2
   exit 2
   ;;
 esac
@@ -99,6 +100,13 @@ if rule words; then
       "(the patterns: $words; a product phrase that only looks like one goes in $allow)"
     status=1
   fi
+fi
+
+# Each folder includes only the headers of the folders below it (scripts/layers.txt): the
+# modules' one-way layering, which their CMake targets alone cannot hold (the shim's folders
+# share one private/ directory).
+if rule layers && ! python3 scripts/check_layers.py scripts/layers.txt; then
+  status=1
 fi
 
 [ $status = 0 ] && echo "check_rules: ${#sources[@]} files clean"

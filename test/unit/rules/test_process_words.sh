@@ -5,27 +5,8 @@
 # by file and line; a product phrase of scripts/process_words_allow.txt passes, and allows only
 # itself, not a process word beside it on the same line.
 # Usage: test_process_words.sh <source dir>
-set -uo pipefail
-src=${1:?usage: test_process_words.sh <source dir>}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
-
-# The tracked files as the working tree has them (a file deleted there but not yet from the
-# index is left out), and the rule with its word lists even before they are committed, added to
-# a fresh repository's index, which is what the rule reads.
-mkdir "$tmp/repo"
-{
-  git -C "$src" ls-files -z
-  printf '%s\0' scripts/check_rules.sh scripts/process_words.txt scripts/process_words_allow.txt
-} | sort -zu | while IFS= read -r -d '' f; do [ -e "$src/$f" ] && printf '%s\0' "$f"; done |
-  tar -C "$src" --null -T - -cf - | tar -C "$tmp/repo" -xf - || fail "copying the tracked files"
-cd "$tmp/repo" || fail "no copy"
-{ git init -q . && git add -A; } || fail "git init/add"
+# shellcheck source=test/unit/rules/rules_repo.sh
+source "$(dirname "$0")/rules_repo.sh"
 rules() { PCL_RULES_ONLY=words bash scripts/check_rules.sh >"$tmp/out" 2>&1; }
 
 # What the tree reports as it stands: ./test.sh's own run of the rule requires it clean; here
