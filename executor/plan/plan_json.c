@@ -3,11 +3,9 @@
  * converts it into the immutable pcl_plan_t structs (plan_json_gpu.c, plan_json_ops.c), checking
  * every field's type, range and reference on the way, then hands the result to the semantic
  * validator (plan_validate.c). This file: the top level, loading and freeing. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "alloc.h"
 #include "log.h"
@@ -209,27 +207,10 @@ ncclResult_t pcl_plan_load_buffer(const char *name, const char *json, size_t len
   pcl_plan_ctx_t c = {.file = name ? name : "(buffer)", .err = err, .errlen = errlen};
   ncclResult_t res = ncclSuccess;
   pcl_plan_t *p = NULL;
-  char *text = NULL;
   yajl_val root = NULL;
   *out = NULL;
-  if (err && errlen)
-    err[0] = '\0';
-  if (json == NULL)
-    return pcl_plan_fail(&c, NULL, "no plan text");
-  /* Also refuses NUL bytes: yajl_tree_parse wants a NUL-terminated string. */
-  char why[256];
-  if (!pcl_plan_json_prescan(json, len, MAX_JSON_DEPTH, why, sizeof(why)))
-    return pcl_plan_fail(&c, NULL, "%s", why);
-  text = pcl_calloc(len + 1, 1, "plan json text");
-  if (text == NULL)
-    return ncclSystemError;
-  memcpy(text, json, len);
-  root = yajl_tree_parse(text, NULL, 0);
-  if (root == NULL) {
-    pcl_plan_json_locate(text, len, why, sizeof(why));
-    res = pcl_plan_fail(&c, NULL, "%s", why);
+  if ((res = pcl_json_parse_text(&c, json, len, MAX_JSON_DEPTH, "a plan", &root)) != ncclSuccess)
     goto out;
-  }
   PCL_CALLOC(p, 1, "plan");
   if (p == NULL) {
     res = ncclSystemError;
@@ -250,7 +231,6 @@ ncclResult_t pcl_plan_load_buffer(const char *name, const char *json, size_t len
 out:
   if (root)
     yajl_tree_free(root);
-  pcl_free(text);
   if (res != ncclSuccess) {
     pcl_plan_destroy(p);
     PCL_INFO(PCL_LOG_PLAN, "plan refused: %s", err ? err : c.file);
@@ -261,61 +241,17 @@ out:
 }
 
 ncclResult_t pcl_plan_load(const char *path, pcl_plan_t **out, char *err, size_t errlen) {
-  ncclResult_t res = ncclSuccess;
   char *buf = NULL;
+  size_t len = 0;
   *out = NULL;
   if (err && errlen)
     err[0] = '\0';
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) {
-    if (err && errlen)
-      snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    return ncclSystemError;
-  }
-  struct stat st;
-  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) { /* fopen opens them; reads fail */
-    if (err && errlen)
-      snprintf(err, errlen,
-               "%s: a directory, not a plan file (name its .json files; PLANCCL_PLAN_DIR takes "
-               "directories)",
-               path);
-    fclose(f);
-    return ncclInvalidArgument;
-  }
-  size_t cap = 0, len = 0;
-  for (;;) {
-    if (len == cap) {
-      size_t ncap = cap ? cap * 2 : 65536;
-      if (ncap > MAX_FILE_BYTES + 1)
-        ncap = MAX_FILE_BYTES + 1;
-      if (ncap == cap) {
-        if (err && errlen)
-          snprintf(err, errlen, "%s: file larger than %u bytes", path, MAX_FILE_BYTES);
-        res = ncclInvalidArgument;
-        goto out;
-      }
-      char *nb = pcl_realloc(buf, cap, ncap, 1, "plan file");
-      if (nb == NULL) {
-        res = ncclSystemError;
-        goto out;
-      }
-      buf = nb;
-      cap = ncap;
-    }
-    size_t n = fread(buf + len, 1, cap - len, f);
-    len += n;
-    if (n == 0)
-      break;
-  }
-  if (ferror(f)) {
-    if (err && errlen)
-      snprintf(err, errlen, "%s: read error: %s", path, strerror(errno));
-    res = ncclSystemError;
-    goto out;
-  }
-  res = pcl_plan_load_buffer(path, buf, len, out, err, errlen);
-out:
-  fclose(f);
+  ncclResult_t res =
+      pcl_json_read_file(path, MAX_FILE_BYTES,
+                         "a plan file (name its .json files; PLANCCL_PLAN_DIR takes directories)",
+                         &buf, &len, err, errlen);
+  if (res == ncclSuccess)
+    res = pcl_plan_load_buffer(path, buf, len, out, err, errlen);
   pcl_free(buf);
   return res;
 }

@@ -2,6 +2,7 @@
  * Typed accessors for the plan loader: each reads one JSON field, checks its type and range, and
  * reports a failure with the field's JSON path. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +139,21 @@ ncclResult_t pcl_json_str(pcl_plan_ctx_t *c, yajl_val o, const char *key, int re
   if (!YAJL_IS_STRING(v))
     return pcl_plan_fail(c, key, "expected a string, got %s", pcl_json_type_name(v));
   *out = YAJL_GET_STRING(v);
+  return ncclSuccess;
+}
+
+ncclResult_t pcl_json_nonneg(pcl_plan_ctx_t *c, yajl_val o, const char *key, int required,
+                             double *out) {
+  yajl_val v = pcl_json_get(o, key);
+  if (v == NULL)
+    return required ? pcl_plan_fail(c, key, "missing required field") : ncclSuccess;
+  if (!YAJL_IS_NUMBER(v))
+    return pcl_plan_fail(c, key, "expected a number, got %s", pcl_json_type_name(v));
+  /* yajl marks a number whose text strtod read whole and in range (1e999 is not). */
+  double d = v->u.number.d;
+  if (!YAJL_IS_DOUBLE(v) || !isfinite(d) || d < 0)
+    return pcl_plan_fail(c, key, "value %s is not a finite non-negative number", v->u.number.r);
+  *out = d;
   return ncclSuccess;
 }
 

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT
- * The JSON text of a plan before and after yajl: refuses what is not a JSON object (binary data,
- * control bytes, nesting too deep) and places yajl's parse errors, each with a line and column,
- * so that a refusal says where the text went wrong, not only that it did. */
+ * The JSON text of a plan or tuning file, from the file to yajl's tree: reads the file, refuses
+ * what is not a JSON object (binary data, control bytes, nesting too deep) and places yajl's
+ * parse errors, each with a line and column, so that a refusal says where the text went wrong. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <yajl/yajl_parse.h>
+#include "alloc.h"
 #include "plan_json_int.h"
 
 /* Line and column (both from 1) of byte `off`. */
@@ -21,13 +24,17 @@ static void where(const char *s, size_t off, int *line, int *col) {
   }
 }
 
-int pcl_plan_json_prescan(const char *s, size_t len, int max_depth, char *why, size_t n) {
+/* 1 when s[0 .. len) may be JSON text: it starts like a JSON value, has no control bytes but
+ * whitespace outside strings and none inside, nests at most max_depth; else 0 with why (line and
+ * column of the first offence). The object shape is checked after parsing. */
+static int prescan(const char *s, size_t len, int max_depth, const char *what, char *why,
+                   size_t n) {
   size_t i = 0;
   int line, col;
   while (i < len && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
     i++;
   if (i == len) {
-    snprintf(why, n, "empty file: a plan is a JSON object");
+    snprintf(why, n, "empty file: %s is a JSON object", what);
     return 0;
   }
   if (strchr("{[\"-0123456789tfn", s[i]) == NULL || s[i] == '\0') { /* cannot start JSON */
@@ -69,7 +76,8 @@ int pcl_plan_json_prescan(const char *s, size_t len, int max_depth, char *why, s
   return 1;
 }
 
-void pcl_plan_json_locate(const char *s, size_t len, char *why, size_t n) {
+/* For text yajl refused: where (line, column, byte) and yajl's reason, into why. */
+static void locate(const char *s, size_t len, char *why, size_t n) {
   yajl_handle h = yajl_alloc(NULL, NULL, NULL);
   if (h == NULL) {
     snprintf(why, n, "invalid JSON");
@@ -101,4 +109,89 @@ void pcl_plan_json_locate(const char *s, size_t len, char *why, size_t n) {
              off < len ? off : len, first);
   }
   yajl_free(h);
+}
+
+ncclResult_t pcl_json_parse_text(pcl_plan_ctx_t *c, const char *json, size_t len, int max_depth,
+                                 const char *what, yajl_val *root) {
+  char why[256];
+  *root = NULL;
+  if (c->err != NULL && c->errlen > 0)
+    c->err[0] = '\0';
+  if (json == NULL)
+    return pcl_plan_fail(c, NULL, "no text");
+  /* Also refuses NUL bytes: yajl_tree_parse wants a NUL-terminated string. */
+  if (!prescan(json, len, max_depth, what, why, sizeof(why)))
+    return pcl_plan_fail(c, NULL, "%s", why);
+  char *text = pcl_calloc(len + 1, 1, "json text");
+  if (text == NULL)
+    return ncclSystemError;
+  memcpy(text, json, len);
+  ncclResult_t res = ncclSuccess;
+  *root = yajl_tree_parse(text, NULL, 0);
+  if (*root == NULL) {
+    locate(text, len, why, sizeof(why));
+    res = pcl_plan_fail(c, NULL, "%s", why);
+  }
+  pcl_free(text);
+  return res;
+}
+
+/* Appends the rest of f to *buf (grown up to max_bytes + 1, so that a longer file shows). */
+static ncclResult_t read_all(FILE *f, size_t max_bytes, char **buf, size_t *len) {
+  size_t cap = 0;
+  for (;;) {
+    if (*len == cap) {
+      size_t ncap = cap ? cap * 2 : 65536;
+      if (ncap > max_bytes + 1)
+        ncap = max_bytes + 1;
+      if (ncap == cap)
+        return ncclSuccess; /* the caller sees len > max_bytes */
+      char *nb = pcl_realloc(*buf, cap, ncap, 1, "json file");
+      if (nb == NULL)
+        return ncclSystemError;
+      *buf = nb;
+      cap = ncap;
+    }
+    size_t n = fread(*buf + *len, 1, cap - *len, f);
+    *len += n;
+    if (n == 0)
+      return ncclSuccess;
+  }
+}
+
+ncclResult_t pcl_json_read_file(const char *path, size_t max_bytes, const char *not_dir, char **out,
+                                size_t *len, char *err, size_t errlen) {
+  char dummy[1];
+  if (err == NULL || errlen == 0) {
+    err = dummy;
+    errlen = sizeof(dummy);
+  }
+  *out = NULL;
+  *len = 0;
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) {
+    snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    return ncclSystemError;
+  }
+  ncclResult_t res = ncclSuccess;
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) { /* fopen opens them; reads fail */
+    snprintf(err, errlen, "%s: a directory, not %s", path, not_dir);
+    res = ncclInvalidArgument;
+  } else if ((res = read_all(f, max_bytes, out, len)) != ncclSuccess) {
+    snprintf(err, errlen, "%s: out of memory", path);
+  } else if (*len > max_bytes) {
+    snprintf(err, errlen, "%s: file larger than %zu bytes", path, max_bytes);
+    res = ncclInvalidArgument;
+  } else if (ferror(f)) {
+    snprintf(err, errlen, "%s: read error: %s", path, strerror(errno));
+    res = ncclSystemError;
+  }
+  fclose(f);
+  if (res != ncclSuccess) {
+    pcl_free(*out);
+    *out = NULL;
+    *len = 0;
+  }
+  return res;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * Plan registry: recursive directory scan for *.json plans (loaded and validated once), and the
- * deterministic selection rule of docs/architecture.md (priority, narrowest range, file and dir
- * order). */
+ * deterministic untuned selection rule of docs/architecture.md (priority, narrowest range, file
+ * and dir order). The tuning table's part is registry_tune.c. */
 #include "registry.h"
 
 #include <dirent.h>
@@ -13,16 +13,11 @@
 
 #include "alloc.h"
 #include "log.h"
+#include "pcl_check.h"
+#include "registry_int.h"
 
 #define MAX_SCAN_DEPTH 8
 #define ERR_LEN 1024
-
-struct pcl_registry {
-  int n_plans, cap_plans;
-  pcl_plan_t **plans;
-  int n_refused, cap_refused;
-  char **refused;
-};
 
 typedef struct {
   int n, cap;
@@ -97,7 +92,7 @@ static int cmp_path(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static ncclResult_t add_plan(pcl_registry_t *r, pcl_plan_t *p) {
+static ncclResult_t add_plan(pcl_registry_t *r, pcl_plan_t *p, uint8_t use) {
   if (r->n_plans == r->cap_plans) {
     int ncap = r->cap_plans ? r->cap_plans * 2 : 16;
     pcl_plan_t **np =
@@ -105,8 +100,13 @@ static ncclResult_t add_plan(pcl_registry_t *r, pcl_plan_t *p) {
     if (np == NULL)
       return ncclSystemError;
     r->plans = np;
+    uint8_t *nu = pcl_realloc(r->use, (size_t)r->cap_plans, (size_t)ncap, 1, "registry plan use");
+    if (nu == NULL)
+      return ncclSystemError;
+    r->use = nu;
     r->cap_plans = ncap;
   }
+  r->use[r->n_plans] = use;
   r->plans[r->n_plans++] = p;
   return ncclSuccess;
 }
@@ -128,7 +128,7 @@ static ncclResult_t add_refused(pcl_registry_t *r, const char *msg) {
   return ncclSuccess;
 }
 
-static ncclResult_t load_dir(pcl_registry_t *r, const char *dir_in) {
+static ncclResult_t load_dir(pcl_registry_t *r, const char *dir_in, uint8_t use) {
   file_list_t l = {0};
   char err[ERR_LEN];
   /* Without trailing slashes, so paths read "dir/file". */
@@ -147,13 +147,14 @@ static ncclResult_t load_dir(pcl_registry_t *r, const char *dir_in) {
     ncclResult_t lr = pcl_plan_load(l.paths[i], &p, err, sizeof(err));
     if (lr == ncclSuccess) {
       PCL_INFO(PCL_LOG_PLAN,
-               "plan loaded: %s (name %s, %s, %d gpus, %d per node, %s, %s, "
+               "plan loaded%s: %s (name %s, %s, %d gpus, %d per node, %s, %s, "
                "[%llu, %llu], priority %d)",
-               l.paths[i], p->name, pcl_plan_coll_name(p->collective), p->n_gpus,
-               p->nranks_per_node, p->protocol == PCL_PLAN_PROTO_LL ? "LL" : "Simple",
+               use & PCL_REG_TUNED_ONLY ? " (tuned-only)" : "", l.paths[i], p->name,
+               pcl_plan_coll_name(p->collective), p->n_gpus, p->nranks_per_node,
+               p->protocol == PCL_PLAN_PROTO_LL ? "LL" : "Simple",
                p->inplace ? "in-place" : "out-of-place", (unsigned long long)p->min_message_size,
                (unsigned long long)p->max_message_size, p->priority);
-      if ((res = add_plan(r, p)) != ncclSuccess) {
+      if ((res = add_plan(r, p, use)) != ncclSuccess) {
         pcl_plan_destroy(p);
         goto out;
       }
@@ -171,6 +172,15 @@ out:
   return res;
 }
 
+static ncclResult_t load_dirs(pcl_registry_t *r, const char *const *dirs, int ndirs, uint8_t use) {
+  for (int i = 0; i < ndirs; i++) {
+    if (dirs[i] == NULL || dirs[i][0] == '\0')
+      continue;
+    PCL_TRY(load_dir(r, dirs[i], use));
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t pcl_registry_create(const char *const *dirs, int ndirs, pcl_registry_t **out) {
   ncclResult_t res = ncclSuccess;
   pcl_registry_t *r;
@@ -178,16 +188,21 @@ ncclResult_t pcl_registry_create(const char *const *dirs, int ndirs, pcl_registr
   PCL_CALLOC(r, 1, "plan registry");
   if (r == NULL)
     return ncclSystemError;
-  for (int i = 0; i < ndirs; i++) {
-    if (dirs[i] == NULL || dirs[i][0] == '\0')
-      continue;
-    if ((res = load_dir(r, dirs[i])) != ncclSuccess) {
-      pcl_registry_destroy(r);
-      return res;
-    }
+  if ((res = load_dirs(r, dirs, ndirs, 0)) != ncclSuccess) {
+    pcl_registry_destroy(r);
+    return res;
   }
   PCL_INFO(PCL_LOG_PLAN, "plan registry: %d plans loaded, %d refused", r->n_plans, r->n_refused);
   *out = r;
+  return ncclSuccess;
+}
+
+ncclResult_t pcl_registry_add_tuned_only(pcl_registry_t *r, const char *const *dirs, int ndirs) {
+  if (r == NULL)
+    return ncclSuccess; /* no registry, no plans to choose from */
+  int before = r->n_plans;
+  PCL_TRY(load_dirs(r, dirs, ndirs, PCL_REG_TUNED_ONLY));
+  PCL_INFO(PCL_LOG_PLAN, "plan registry: %d tuned-only plans loaded", r->n_plans - before);
   return ncclSuccess;
 }
 
@@ -198,15 +213,11 @@ void pcl_registry_destroy(pcl_registry_t *r) {
     pcl_plan_destroy(r->plans[i]);
   for (int i = 0; i < r->n_refused; i++)
     pcl_free(r->refused[i]);
+  pcl_tune_destroy(r->tune);
   pcl_free(r->plans);
+  pcl_free(r->use);
   pcl_free(r->refused);
   pcl_free(r);
-}
-
-static int place_ok(const pcl_plan_t *p, int inplace) {
-  if (inplace)
-    return p->inplace;
-  return !p->inplace || p->outofplace_ok;
 }
 
 const pcl_plan_t *pcl_registry_select(const pcl_registry_t *r, pcl_plan_coll_t coll, int world,
@@ -221,11 +232,13 @@ const pcl_plan_t *pcl_registry_select_for(const pcl_registry_t *r, pcl_plan_coll
     return NULL;
   for (int i = 0; i < r->n_plans; i++) {
     const pcl_plan_t *p = r->plans[i];
+    if (r->use[i] & PCL_REG_TUNED_ONLY)
+      continue; /* only where a tuned range names it (registry_tune.c) */
     if (p->collective != coll || p->n_gpus != world || p->nranks_per_node != rpn)
       continue;
     if (p->needs_userbuf && !registered)
       continue;
-    if (!place_ok(p, inplace))
+    if (!pcl_registry_place_ok(p, inplace))
       continue;
     if (!pcl_plan_size_selectable(p, bytes))
       continue; /* includes the [min, max] range; whole or in segments */
@@ -247,7 +260,7 @@ uint64_t pcl_registry_max_scratch_bytes(const pcl_registry_t *r, int world, int 
   uint64_t m = 0;
   for (int i = 0; r && i < r->n_plans; i++) {
     const pcl_plan_t *p = r->plans[i];
-    if (p->n_gpus != world || p->nranks_per_node != rpn)
+    if (p->n_gpus != world || p->nranks_per_node != rpn || !pcl_registry_in_use(r, i))
       continue;
     uint64_t s = pcl_plan_scratch_bytes_bound(p, max_bytes);
     if (s > m)
@@ -257,19 +270,18 @@ uint64_t pcl_registry_max_scratch_bytes(const pcl_registry_t *r, int world, int 
 }
 
 uint64_t pcl_registry_plans_hash(const pcl_registry_t *r, int world, int rpn) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  uint64_t h = PCL_FNV_OFFSET;
   for (int i = 0; r && i < r->n_plans; i++) {
     const pcl_plan_t *p = r->plans[i];
-    if (p->n_gpus != world || p->nranks_per_node != rpn)
+    if (p->n_gpus != world || p->nranks_per_node != rpn || !pcl_registry_in_use(r, i))
       continue;
-    uint64_t v[5] = {(uint64_t)p->collective, p->min_message_size, p->max_message_size,
-                     (uint64_t)(int64_t)p->priority, (uint64_t)p->inplace};
-    for (const char *s = p->name; s && *s; s++)
-      h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    for (int k = 0; k < 5; k++)
-      h = (h ^ v[k]) * 1099511628211ull;
+    uint64_t v[6] = {(uint64_t)p->collective,        p->min_message_size,  p->max_message_size,
+                     (uint64_t)(int64_t)p->priority, (uint64_t)p->inplace, r->use[i]};
+    h = pcl_fnv_str(h, p->name);
+    for (int k = 0; k < 6; k++)
+      h = pcl_fnv_u64(h, v[k]);
   }
-  return h;
+  return r ? pcl_registry_tune_hash(r, world, rpn, h) : h;
 }
 
 int pcl_registry_max_channels_per_peer(const pcl_registry_t *r, int world, int rpn, int type,
@@ -277,7 +289,7 @@ int pcl_registry_max_channels_per_peer(const pcl_registry_t *r, int world, int r
   int most = floor;
   for (int i = 0; r && i < r->n_plans; i++) {
     const pcl_plan_t *p = r->plans[i];
-    if (p->n_gpus != world || p->nranks_per_node != rpn)
+    if (p->n_gpus != world || p->nranks_per_node != rpn || !pcl_registry_in_use(r, i))
       continue;
     for (int g = 0; g < p->n_gpus; g++) {
       const pcl_plan_gpu_t *gpu = &p->gpus[g];

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Builds every libFuzzer target with clang in build-fuzz/ and runs each for a bounded time
-# (PCL_FUZZ_SECONDS per target, default 45: about 3 minutes for the four) from its seeds:
+# (PCL_FUZZ_SECONDS per target, default 45: about 4 minutes for the five) from its seeds:
 # corpus/<target>/ and regress/<target>/ here (the plan loader's are the test plans). Prints one
 # summary line per target and exits non-zero when any target finds a crash, leak, hang or
 # sanitizer error (the input is left in build-fuzz/fuzz-artifacts/<target>/).
@@ -11,7 +11,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${PCL_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 seconds="${PCL_FUZZ_SECONDS:-45}"
 jobs="${PCL_FUZZ_JOBS:-2}"
-targets="${PCL_FUZZ_TARGETS:-fuzz_plan_loader fuzz_boot_root fuzz_boot_peer fuzz_param}"
+targets="${PCL_FUZZ_TARGETS:-fuzz_plan_loader fuzz_boot_root fuzz_boot_peer fuzz_param fuzz_tune}"
 
 if ! command -v clang >/dev/null 2>&1; then
   echo "fuzz: clang not found; install clang to run the fuzzer" >&2
@@ -33,6 +33,7 @@ opts() {
   case "$1" in
   fuzz_plan_loader) echo "-max_len=65536 -dict=$root/test/fuzz/plan.dict" ;;
   fuzz_param) echo "-max_len=256" ;;
+  fuzz_tune) echo "-max_len=16384 -dict=$root/test/fuzz/tune.dict" ;;
   *) echo "-max_len=4096" ;;
   esac
 }

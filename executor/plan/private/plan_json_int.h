@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT
- * Private to the plan loader (plan_json*.c, the only yajl users): typed JSON field accessors that
- * fail with the JSON path, the conversion state, and the per-gpu / per-block converters. */
+ * Private to the JSON readers of executor/plan/ (plan_json*.c and the tuning file's tune_json.c,
+ * the only yajl users): typed field accessors that fail with the JSON path, the text reader, the
+ * conversion state, and the per-gpu / per-block converters. */
 #ifndef PCL_PLAN_JSON_INT_H
 #define PCL_PLAN_JSON_INT_H
 #include <stddef.h>
@@ -27,6 +28,9 @@ ncclResult_t pcl_json_bool(pcl_plan_ctx_t *c, yajl_val o, const char *key, int r
                            int *out);
 ncclResult_t pcl_json_str(pcl_plan_ctx_t *c, yajl_val o, const char *key, int required,
                           const char **out);
+/* A finite, non-negative number (integer or not); *out untouched when optional and absent. */
+ncclResult_t pcl_json_nonneg(pcl_plan_ctx_t *c, yajl_val o, const char *key, int required,
+                             double *out);
 ncclResult_t pcl_json_array(pcl_plan_ctx_t *c, yajl_val o, const char *key, int required,
                             size_t max, const char *what, yajl_val *out);
 /* An array element (the current JSON path) that must be a non-negative integer: an index. */
@@ -37,12 +41,19 @@ ncclResult_t pcl_json_elem_index(pcl_plan_ctx_t *c, yajl_val e, long long *out);
 uint64_t pcl_plan_gpu_digest(yajl_val gpu);
 
 /* ---- the text (plan_json_text.c) ---- */
-/* 1 when s[0 .. len) may be JSON text: it starts like a JSON value, has no control bytes but
- * whitespace outside strings and none inside, nests at most max_depth; else 0 with why (line and
- * column of the first offence). The object shape is checked after parsing. */
-int pcl_plan_json_prescan(const char *s, size_t len, int max_depth, char *why, size_t n);
-/* For text yajl refused: where (line, column, byte) and yajl's reason, into why. */
-void pcl_plan_json_locate(const char *s, size_t len, char *why, size_t n);
+/* Parses json[0 .. len) into *root (yajl_tree_free it), first clearing c->err. What cannot be
+ * JSON text (NULL, empty, control bytes, nesting deeper than max_depth) and what yajl refuses
+ * fail through pcl_plan_fail at the top level, saying where (line, column); `what` names the
+ * document for an empty text ("empty file: a plan is a JSON object"). ncclSystemError when out
+ * of memory. */
+ncclResult_t pcl_json_parse_text(pcl_plan_ctx_t *c, const char *json, size_t len, int max_depth,
+                                 const char *what, yajl_val *root);
+/* Reads the whole file at `path` into *out (pcl_free it) and its length into *len. On failure
+ * *out is NULL and err holds "path: reason": cannot open, a directory (then "a directory, not
+ * <not_dir>"), larger than max_bytes, a read error. ncclSystemError for I/O errors and out of
+ * memory, ncclInvalidArgument for a directory or a file too large. */
+ncclResult_t pcl_json_read_file(const char *path, size_t max_bytes, const char *not_dir, char **out,
+                                size_t *len, char *err, size_t errlen);
 
 /* ---- conversion ---- */
 typedef struct {
