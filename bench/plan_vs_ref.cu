@@ -9,10 +9,12 @@
  * (each rank captures K calls into its own graph, all ranks meet, each replays it R times between
  * two events; max over ranks) for the plan, the reference, an empty kernel and a plan of one
  * `nop` per block, the last three in the same grid and block size. One collective per run
- * (--coll): the one-phase LL allreduce (ref_allreduce.cuh), the one-shot LL allgather
- * (ref_allgather.cuh) or reduce-scatter (ref_reducescatter.cuh), sizes as planccl's registry
- * counts them (allgather: the output, reduce-scatter: the input). Exit: 0 ok, 1 mismatch or
- * error, 2 usage, 77 no GPU. Usage: planccl-refbench --help. */
+ * (--coll, a row of ref_colls.cuh): the one-phase LL allreduce (ref_allreduce.cuh), the
+ * two-phase LL allreduce (ref_allreduce2.cuh), the one-shot LL allgather (ref_allgather.cuh) or
+ * reduce-scatter (ref_reducescatter.cuh), the LL broadcast from rank 0 (ref_broadcast.cuh) or
+ * reduce to rank 0 (ref_reduce.cuh), sizes as planccl's registry counts them (allgather: the
+ * output, reduce-scatter: the input). Exit: 0 ok, 1 mismatch or error, 2 usage, 77 no GPU.
+ * Usage: planccl-refbench --help. */
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -26,12 +28,10 @@
 #include "exec.h"
 #include "kernels.h" /* pcl_kernels_pdl */
 #include "memchan.h"
-#include "ref_allgather.cuh"
-#include "ref_allreduce.cuh"
-#include "ref_reducescatter.cuh"
+#include "ref_colls.cuh"
 
 #define RB_MAX_SIZES 64
-/* Cases of a run: a size, or for allgather and reduce-scatter a size in each placement. */
+/* Cases of a run: a size, or for most collectives a size in each placement. */
 #define RB_MAX_CASES (2 * RB_MAX_SIZES)
 #define RB_MAX_RUNS 3
 #define RB_TIMEOUT_S 10
@@ -54,7 +54,7 @@ typedef struct {
   const char *plan_file; /* NULL: the shipped plans of coll; "none": reference only */
   int blocks, threads;   /* 0: not given */
   int csv;
-  int coll; /* PCL_PLAN_COLL_ALLREDUCE, _ALLGATHER or _REDUCESCATTER */
+  const pcl_ref_coll_t *coll; /* --coll's row */
 } rb_opts_t;
 
 /* One size (in one placement) of one run, decided before the rank threads start: identical on
@@ -194,64 +194,19 @@ static int rb_agree(rb_rank_t *R, int ok) {
   return all;
 }
 
-/* Small integers as floats: every partial sum of up to 8 ranks is exact in any order. */
-static float rb_value(int rank, uint64_t i, unsigned salt) {
-  return (float)((int)((i * 7 + (uint64_t)rank * 13 + salt) % 31) - 15);
-}
-
-/* ---- the collective of the run ---------------------------------------------------------- */
-
-static const char *rb_coll_name(int coll) {
-  return coll == PCL_PLAN_COLL_ALLGATHER       ? "allgather"
-         : coll == PCL_PLAN_COLL_REDUCESCATTER ? "reducescatter"
-                                               : "allreduce";
-}
-
-/* The reference of the collective: its kernels by rank count (for loading and occupancy). */
-static pcl_ref_kernel_of_t rb_ref_kernels(void) {
-  return g_o.coll == PCL_PLAN_COLL_ALLGATHER       ? pcl_ref_allgather_kernel_of
-         : g_o.coll == PCL_PLAN_COLL_REDUCESCATTER ? pcl_ref_reducescatter_kernel_of
-                                                   : pcl_ref_allreduce_kernel_of;
-}
-
-static cudaError_t rb_ref_launch(int nranks, const pcl_ref_args_t *a, int blocks, int threads,
-                                 cudaStream_t st) {
-  if (g_o.coll == PCL_PLAN_COLL_ALLGATHER)
-    return pcl_ref_allgather_launch(nranks, a, blocks, threads, st);
-  if (g_o.coll == PCL_PLAN_COLL_REDUCESCATTER)
-    return pcl_ref_reducescatter_launch(nranks, a, blocks, threads, st);
-  return pcl_ref_allreduce_launch(nranks, a, blocks, threads, st);
-}
-
-static uint64_t rb_ref_half_bytes(int nranks, uint64_t max_bytes) {
-  if (g_o.coll == PCL_PLAN_COLL_ALLGATHER)
-    return pcl_ref_allgather_half_bytes(nranks, max_bytes);
-  if (g_o.coll == PCL_PLAN_COLL_REDUCESCATTER)
-    return pcl_ref_reducescatter_half_bytes(nranks, max_bytes);
-  return pcl_ref_allreduce_half_bytes(nranks, max_bytes);
-}
-
-/* Each rank's input and output bytes for a message (plan.h's semantics, without a plan: the
- * reference runs sizes no plan takes too). */
-static void rb_buffer_bytes(int nranks, uint64_t bytes, uint64_t *in, uint64_t *out) {
-  *in = *out = bytes;
-  if (g_o.coll == PCL_PLAN_COLL_ALLGATHER)
-    *in = bytes / (uint64_t)nranks;
-  else if (g_o.coll == PCL_PLAN_COLL_REDUCESCATTER)
-    *out = bytes / (uint64_t)nranks;
-}
+/* ---- the collective of the run (g_o.coll, a row of ref_colls.cuh) ----------------------- */
 
 /* The case's buffers in d_a (and d_b out of place). In place, as NCCL places them (and
- * test/gpu/exec_rank.cu's xr_bufs): allreduce in == out; allgather's input is this rank's
- * chunk of the output; reduce-scatter's output is this rank's chunk of the input. */
+ * test/gpu/exec_rank.cu's xr_bufs): in == out, but allgather's input is this rank's chunk of the
+ * output and reduce-scatter's output this rank's chunk of the input (pcl_ref_buf_t). */
 static void rb_bufs(rb_rank_t *R, const rb_case_t *c, const void **in, void **out) {
   *in = R->d_a;
   *out = c->inplace ? (void *)R->d_a : (void *)R->d_b;
   if (!c->inplace)
     return;
-  if (g_o.coll == PCL_PLAN_COLL_ALLGATHER)
+  if (g_o.coll->buf == PCL_REF_BUF_GATHER)
     *in = (const char *)R->d_a + (uint64_t)R->rank * c->in_bytes;
-  else if (g_o.coll == PCL_PLAN_COLL_REDUCESCATTER)
+  else if (g_o.coll->buf == PCL_REF_BUF_SCATTER)
     *out = (char *)R->d_a + (uint64_t)R->rank * c->out_bytes;
 }
 
@@ -292,7 +247,7 @@ static int rb_launch(rb_rank_t *R, const rb_case_t *c, int kind) {
 #ifdef PCL_KPROF
     R->ref.prof = kind == RB_REF ? R->d_refprof : NULL;
 #endif
-    RB_CUCK(rb_ref_launch(R->run->nranks, &R->ref, c->blocks, c->threads, R->st));
+    RB_CUCK(g_o.coll->launch(R->run->nranks, &R->ref, c->blocks, c->threads, R->st));
     return 0;
   case RB_EMPTYPDL:
     RB_CUCK(pcl_ref_empty_launch_pdl(c->blocks, c->threads, R->st));
@@ -301,19 +256,6 @@ static int rb_launch(rb_rank_t *R, const rb_case_t *c, int kind) {
     RB_CUCK(pcl_ref_empty_launch(c->blocks, c->threads, R->st));
     return 0;
   }
-}
-
-/* What output float i of `rank` must hold when rank r's input float j was rb_value(r, j, salt):
- * the sum over ranks (allreduce: of float i; reduce-scatter: of float i of chunk `rank`), or for
- * allgather float i of the concatenation of the inputs (chunks of cn floats). */
-static float rb_want(int nranks, int rank, uint64_t i, uint64_t cn, unsigned salt) {
-  if (g_o.coll == PCL_PLAN_COLL_ALLGATHER)
-    return rb_value((int)(i / cn), i % cn, salt);
-  const uint64_t at = g_o.coll == PCL_PLAN_COLL_REDUCESCATTER ? (uint64_t)rank * cn + i : i;
-  float want = rb_value(0, at, salt);
-  for (int r = 1; r < nranks; r++)
-    want += rb_value(r, at, salt);
-  return want;
 }
 
 /* One eager call of the plan or the reference on fresh inputs, compared with the host result. */
@@ -326,11 +268,11 @@ static int rb_check(rb_rank_t *R, int ci, int kind) {
   void *out;
   rb_bufs(R, c, &in, &out);
   for (uint64_t i = 0; i < c->in_bytes / sizeof(float); i++)
-    R->h_in[i] = rb_value(R->rank, i, salt);
+    R->h_in[i] = pcl_ref_value(R->rank, i, salt);
   /* All-ones bits: a NaN, so an unwritten word fails. In-place allgather's output holds the
    * input as one chunk, so it is poisoned before the input goes in; the other in-place outputs
    * are the input. */
-  if (!c->inplace || g_o.coll == PCL_PLAN_COLL_ALLGATHER)
+  if (!c->inplace || g_o.coll->buf == PCL_REF_BUF_GATHER)
     RB_CUCK(cudaMemsetAsync(out, 0xff, c->out_bytes, R->st));
   RB_CUCK(cudaMemcpyAsync((void *)in, R->h_in, c->in_bytes, cudaMemcpyHostToDevice, R->st));
   if (rb_launch(R, c, kind))
@@ -339,15 +281,17 @@ static int rb_check(rb_rank_t *R, int ci, int kind) {
   RB_CUCK(cudaStreamSynchronize(R->st));
   long bad = 0;
   for (uint64_t i = 0; i < n; i++) {
-    const float want = rb_want(nranks, R->rank, i, cn, salt);
+    float want;
+    if (!g_o.coll->want(nranks, R->rank, i, cn, salt, &want))
+      continue; /* the collective leaves it undefined */
     if (memcmp(&want, &R->h_out[i], sizeof(float)) != 0) {
       if (bad == 0)
         fprintf(stderr,
                 "planccl-refbench: rank %d: %s %s, %d ranks, %llu bytes, %s: float %llu is %g, "
                 "want %g\n",
-                R->rank, rb_kind_name[kind], rb_coll_name(g_o.coll), nranks,
-                (unsigned long long)c->bytes, c->inplace ? "in place" : "out of place",
-                (unsigned long long)i, (double)R->h_out[i], (double)want);
+                R->rank, rb_kind_name[kind], g_o.coll->name, nranks, (unsigned long long)c->bytes,
+                c->inplace ? "in place" : "out of place", (unsigned long long)i,
+                (double)R->h_out[i], (double)want);
       bad++;
     }
   }
@@ -654,10 +598,10 @@ static pcl_plan_t *rb_load_plan(const char *path, int nranks) {
     return NULL;
   }
   const char *why = NULL;
-  if (p->collective != g_o.coll)
-    why = g_o.coll == PCL_PLAN_COLL_ALLGATHER       ? "is not an allgather (see --coll)"
-          : g_o.coll == PCL_PLAN_COLL_REDUCESCATTER ? "is not a reduce-scatter (see --coll)"
-                                                    : "is not an allreduce (see --coll)";
+  char not_it[64];
+  snprintf(not_it, sizeof(not_it), "is not %s (see --coll)", g_o.coll->a_plan);
+  if (p->collective != g_o.coll->coll)
+    why = not_it;
   else if (p->n_gpus != nranks)
     why = "has another number of ranks";
   else if (!pcl_plan_accepts_op(p, (int)ncclSum))
@@ -735,19 +679,21 @@ static int rb_chans_per_peer(const pcl_plan_t *p) {
 static void usage(void) {
   fprintf(stderr,
           "usage: planccl-refbench [options]\n"
-          "  --coll C            allreduce (default), allgather or reducescatter: the plans\n"
-          "                      and the hand-written LL16 reference of that collective\n"
+          "  --coll C            allreduce (default; one-phase), allreduce2 (two-phase),\n"
+          "                      allgather, reducescatter, broadcast or reduce (root 0): the\n"
+          "                      plans and the hand-written LL16 reference of that collective\n"
           "  --ranks N[,N..]     ranks (2, 4, 8) as threads of this process, rank r on GPU\n"
           "                      r %% ngpus (default 2)\n"
           "  --sizes S[,S..]     message bytes, K/M suffixes, multiples of 16 (default 1K,8K,64K)\n"
           "                      as planccl's registry counts them: allgather the output,\n"
-          "                      reducescatter the input (both: multiples of 16 x ranks)\n"
+          "                      reducescatter the input (both, and allreduce2: multiples of\n"
+          "                      16 x ranks)\n"
           "  -b MIN -e MAX -f F  or a sweep MIN, MIN*F, .. MAX (F default 2)\n"
           "  --iters K           calls captured per CUDA graph (default 50)\n"
           "  --reps R            timed replays of the graph (default 20)\n"
           "  --plan FILE|none    this plan for every size (default: the shipped one-phase LL\n"
-          "                      allreduce plans, in-place, picked by size; for allgather and\n"
-          "                      reducescatter the opt-in one-shot LL plans, in-place and\n"
+          "                      allreduce plans, in-place, picked by size; for the others\n"
+          "                      the opt-in LL plans (allreduce2: ll2), in-place and\n"
           "                      out-of-place, each size in both; none: no plan)\n"
           "  --blocks B --threads T  the reference's launch shape (default: the plan's;\n"
           "                      %d x %d where no plan runs the size)\n"
@@ -869,14 +815,8 @@ static int rb_parse_value(const char *a, const char *v, rb_parse_t *ps) {
     if (rb_parse_int(v, 32, 1024, &g_o.threads))
       why = "32..1024";
   } else if (!strcmp(a, "--coll")) {
-    if (!strcmp(v, "allreduce"))
-      g_o.coll = PCL_PLAN_COLL_ALLREDUCE;
-    else if (!strcmp(v, "allgather"))
-      g_o.coll = PCL_PLAN_COLL_ALLGATHER;
-    else if (!strcmp(v, "reducescatter"))
-      g_o.coll = PCL_PLAN_COLL_REDUCESCATTER;
-    else
-      why = "allreduce, allgather or reducescatter";
+    if ((g_o.coll = pcl_ref_coll_find(v)) == NULL)
+      why = "allreduce, allreduce2, allgather, reducescatter, broadcast or reduce";
   } else { /* --plan */
     g_o.plan_file = v;
   }
@@ -909,16 +849,16 @@ static int rb_parse_sizes(const rb_parse_t *ps) {
               (unsigned long long)g_o.sizes[s]);
       return -1;
     }
-  /* Allgather and reduce-scatter split the message into one chunk per rank, each of whole
-   * 16-byte units (as the plans' buffer_alignment and the reference's block split need). */
-  for (int k = 0; k < g_o.nruns && g_o.coll != PCL_PLAN_COLL_ALLREDUCE; k++)
+  /* Allgather, reduce-scatter and the two-phase allreduce split the message into one chunk per
+   * rank, each of whole 16-byte units (as the plans' buffer_alignment and the reference's block
+   * split need). */
+  for (int k = 0; k < g_o.nruns && g_o.coll->chunked; k++)
     for (int s = 0; s < g_o.nsizes; s++)
       if (g_o.sizes[s] % (16ull * (uint64_t)g_o.ranks[k]) != 0) {
         fprintf(stderr,
                 "planccl-refbench: size %llu: %s sizes for %d ranks must be multiples of "
                 "%d bytes (a chunk of whole 16-byte units per rank)\n",
-                (unsigned long long)g_o.sizes[s], rb_coll_name(g_o.coll), g_o.ranks[k],
-                16 * g_o.ranks[k]);
+                (unsigned long long)g_o.sizes[s], g_o.coll->name, g_o.ranks[k], 16 * g_o.ranks[k]);
         return -1;
       }
   return 0;
@@ -931,7 +871,7 @@ static int rb_parse_args(int argc, char **argv) {
   ps.factor = 2;
   g_o.iters = 50;
   g_o.reps = 20;
-  g_o.coll = PCL_PLAN_COLL_ALLREDUCE;
+  g_o.coll = &pcl_ref_colls[0];
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -959,16 +899,16 @@ static int rb_parse_args(int argc, char **argv) {
 
 /* The shipped default plans of the run's collective for N ranks, as paths relative to the plan
  * directories: the in-place one-phase LL allreduce plans (2 ranks: three, by size; others: the
- * opt-in one), or the opt-in one-shot LL allgather / reduce-scatter plans, in place and out of
- * place. Returns how many, and whether they are opt-in (*extra). */
+ * opt-in one), or the collective's opt-in plans (pcl_ref_coll_t's plan_dir and plan_algo), in
+ * place and out of place. Returns how many, and whether they are opt-in (*extra). */
 static int rb_default_plans(int nranks, char rel[][128], int *extra) {
   static const char *const two[] = {"allreduce/2gpu_ll1_small_inplace.json",
                                     "allreduce/2gpu_ll1_inplace.json",
                                     "allreduce/2gpu_ll1_large_inplace.json"};
-  if (g_o.coll != PCL_PLAN_COLL_ALLREDUCE) {
-    const char *dir = rb_coll_name(g_o.coll);
-    snprintf(rel[0], 128, "%s/%dgpu_ll_inplace.json", dir, nranks);
-    snprintf(rel[1], 128, "%s/%dgpu_ll_outofplace.json", dir, nranks);
+  const pcl_ref_coll_t *c = g_o.coll;
+  if (c->plan_algo != NULL) {
+    snprintf(rel[0], 128, "%s/%dgpu_%s_inplace.json", c->plan_dir, nranks, c->plan_algo);
+    snprintf(rel[1], 128, "%s/%dgpu_%s_outofplace.json", c->plan_dir, nranks, c->plan_algo);
     *extra = 1;
     return 2;
   }
@@ -1012,8 +952,9 @@ static int rb_load_run_plans(int nranks, pcl_plan_t **plans, int *np) {
 }
 
 /* The placements a run measures per size (1 = in place, 0 = out of place), in this order: those
- * of its plans, in the plans' order; without plans, in place alone for allreduce (the shipped
- * plans' placement) and both for allgather and reduce-scatter. Returns how many (1 or 2). */
+ * of its plans, in the plans' order; without plans, in place alone for the one-phase allreduce
+ * (the shipped plans' placement) and both for the others (both_places). Returns how many (1 or
+ * 2). */
 static int rb_placements(pcl_plan_t *const *plans, int np, int place[2]) {
   int n = 0;
   for (int k = 0; k < np && n < 2; k++)
@@ -1021,7 +962,7 @@ static int rb_placements(pcl_plan_t *const *plans, int np, int place[2]) {
       place[n++] = plans[k]->inplace != 0;
   if (n == 0) {
     place[n++] = 1;
-    if (g_o.coll != PCL_PLAN_COLL_ALLREDUCE)
+    if (g_o.coll->both_places)
       place[n++] = 0;
   }
   return n;
@@ -1039,7 +980,7 @@ static void rb_plan_case(rb_case_t *c, pcl_plan_t *const *plans, int np, int per
     c->blocks = g_o.blocks;
   if (g_o.threads)
     c->threads = g_o.threads;
-  int bps = pcl_ref_blocks_per_sm(rb_ref_kernels()(g_run.nranks), c->threads);
+  int bps = pcl_ref_blocks_per_sm(g_o.coll->kernel_of(g_run.nranks), c->threads);
   c->ref_ok = bps > 0 && (long)per_gpu * c->blocks <= (long)bps * sms;
   if (!c->ref_ok)
     fprintf(stderr,
@@ -1067,7 +1008,7 @@ static void rb_plan_run(int nranks, int ngpus, pcl_plan_t **plans, int np, pcl_p
     rb_case_t *c = &g_run.cases[ci];
     c->bytes = g_o.sizes[ci / g_run.nplace];
     c->inplace = place[ci % g_run.nplace];
-    rb_buffer_bytes(nranks, c->bytes, &c->in_bytes, &c->out_bytes);
+    pcl_ref_buffer_bytes(g_o.coll, nranks, c->bytes, &c->in_bytes, &c->out_bytes);
     if (c->bytes > g_run.max_bytes)
       g_run.max_bytes = c->bytes;
     rb_plan_case(c, plans, np, per_gpu, sms);
@@ -1089,7 +1030,7 @@ static void rb_plan_run(int nranks, int ngpus, pcl_plan_t **plans, int np, pcl_p
     }
   }
   g_run.plan_scratch_bytes = plan_scratch;
-  g_run.ref_half_bytes = rb_ref_half_bytes(nranks, g_run.max_bytes);
+  g_run.ref_half_bytes = g_o.coll->half_bytes(nranks, g_run.max_bytes);
 }
 
 typedef struct {
@@ -1180,7 +1121,7 @@ static void rb_report(rb_summary_t *sum) {
              g_run.res[0][ci].kernel ? g_run.res[0][ci].kernel : "",
              g_run.res[0][ci].kernel ? ")" : "");
     if (g_o.csv)
-      printf("%s,%d,%llu,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", rb_coll_name(g_o.coll), g_run.nranks,
+      printf("%s,%d,%llu,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", g_o.coll->name, g_run.nranks,
              (unsigned long long)c->bytes, f[RB_PLAN], f[RB_REF], ratio, f[RB_EMPTY], f[RB_NOP],
              f[RB_REFNOP], f[RB_EMPTYPDL], pshape, rshape, check, name);
     else
@@ -1209,7 +1150,7 @@ static int rb_setup_devices(int used) {
   cudaError_t e;
   for (int d = 0; d < used; d++) {
     if ((e = cudaSetDevice(d)) != cudaSuccess ||
-        (e = pcl_ref_load(rb_ref_kernels())) != cudaSuccess) {
+        (e = pcl_ref_load(g_o.coll->kernel_of)) != cudaSuccess) {
       fprintf(stderr, "planccl-refbench: GPU %d: %s\n", d, cudaGetErrorString(e));
       return -1;
     }
@@ -1235,17 +1176,9 @@ static int rb_setup_devices(int used) {
 }
 
 static void rb_print_header(const struct cudaDeviceProp *prop, int ngpus) {
-  static const char *const what[] = {
-      "one-phase LL16 allreduce (fp32 sum)",
-      "one-shot LL16 allgather (fp32; size = total output, each rank's input = size / ranks)",
-      "one-shot LL16 reducescatter (fp32 sum; size = total input, each rank's output = size / "
-      "ranks)"};
-  const int w = g_o.coll == PCL_PLAN_COLL_ALLGATHER       ? 1
-                : g_o.coll == PCL_PLAN_COLL_REDUCESCATTER ? 2
-                                                          : 0;
   printf("# planccl-refbench: plan vs hand-written %s, %s x %d (%d SMs); %d calls per CUDA graph "
          "x %d replays, kernel time per call in us, max over ranks\n",
-         what[w], prop->name, ngpus, prop->multiProcessorCount, g_o.iters, g_o.reps);
+         g_o.coll->what, prop->name, ngpus, prop->multiProcessorCount, g_o.iters, g_o.reps);
   printf("# empty = empty kernel node, nop = plan of one nop per block, refnop = the reference "
          "moving 0 bytes (its flag protocol alone), emptypdl = the empty kernel launched with "
          "programmatic dependent launch, all in the reference's shape; ratio = plan / ref\n");

@@ -19,69 +19,35 @@ template <int NR>
 __global__ void __launch_bounds__(1024)
     pcl_ref_allgather_ll16(const __grid_constant__ pcl_ref_args_t a) {
   PCL_REF_PROF(PCL_KPROF_ENTRY);
-  const uint64_t f64 = pcl_ref_flag_begin(a);
-  const uint32_t flag = (uint32_t)f64;
-  const uint64_t half = pcl_ref_half(a, f64);
-  const uint64_t chunk = a.bytes / NR;
-  const uint32_t cw = (uint32_t)(chunk / 8); /* 8-byte words of one chunk */
-  uint32_t w0, nw;
-  pcl_ref_slice((uint32_t)(chunk / 16), &w0, &nw);
-  const uint64_t slot = 2 * chunk; /* packet bytes of one sender */
+  const pcl_ref_call_t c = pcl_ref_call_begin(a, NR);
   const int me = a.rank;
-  const uint2 *in = (const uint2 *)a.in + w0;
-  uint2 *out = (uint2 *)a.out + w0; /* this slice of chunk 0; chunk s is cw words further */
-  const int copy = (const char *)a.in != (const char *)a.out + (uint64_t)me * chunk;
+  const uint2 *in = (const uint2 *)a.in + c.w0;
+  uint2 *out = (uint2 *)a.out + c.w0; /* this slice of chunk 0; chunk s is cw words further */
+  uint2 *own = out + (uint64_t)me * c.cw;
 
-  /* Phase 1: this slice of the input, as packets, into slot `me` of every peer's scratch,
-   * visiting peers from me + 1 on (as the plans do) so ranks do not all hit one peer at once;
-   * out of place, the same word also goes to our own chunk of the output (the plans' copy). */
-  char *dst[NR];
-#pragma unroll
-  for (int k = 1; k < NR; k++)
-    dst[k] = a.scratch[(me + k) % NR] + half + (uint64_t)me * slot + (uint64_t)w0 * 16;
-  uint2 *own = out + (uint64_t)me * cw;
+  /* Phase 1: this slice of the input, as packets, into slot `me` of every peer's scratch
+   * (pcl_ref_put_all: ring order); out of place, the same word also goes to our own chunk of
+   * the output (the plans' copy). */
   PCL_REF_PROF(PCL_KPROF_STAMP(prof_ready));
-  for (uint32_t i = threadIdx.x; i < nw; i += blockDim.x) {
-    const uint2 v = in[i];
-#pragma unroll
-    for (int k = 1; k < NR; k++)
-      pcl_ll16_store(dst[k] + (uint64_t)i * 16, v, flag);
-    if (copy)
-      own[i] = v;
-  }
+  pcl_ref_put_all<NR>(a, c, in, in != own ? own : NULL);
   PCL_REF_PROF(prof_op[0] = clock64());
 
-  /* Phase 2: every peer's packets of this word from our scratch (pcl_ref_recv: all loads first,
-   * then the waits) into that peer's chunk of the output. */
-  const char *mine = a.scratch[me] + half + (uint64_t)w0 * 16;
+  /* Phase 2: every peer's packets of this slice from our scratch into that peer's chunk of the
+   * output (pcl_ref_gather). */
   int dead = 0;
-  for (uint32_t i = threadIdx.x; i < nw; i += blockDim.x) {
-    uint2 v[NR];
-    pcl_ref_recv<NR>(v, mine, slot, i, me, make_uint2(0, 0), flag, a, dead);
-#pragma unroll
-    for (int s = 0; s < NR; s++)
-      if (s != me)
-        out[(uint64_t)s * cw + i] = v[s];
-  }
+  pcl_ref_gather<NR>(a, c, out, a.scratch[me] + c.half + (uint64_t)c.w0 * 16, dead);
   PCL_REF_PROF(prof_op[1] = clock64());
 
-  pcl_ref_flag_end(a, f64);
+  pcl_ref_flag_end(a, c.f64);
   PCL_REF_PROF(PCL_KPROF_EXIT(2));
 }
 
 /* ---- host side ---- */
 
 static inline const void *pcl_ref_allgather_kernel_of(int nranks) {
-  switch (nranks) {
-  case 2:
-    return (const void *)pcl_ref_allgather_ll16<2>;
-  case 4:
-    return (const void *)pcl_ref_allgather_ll16<4>;
-  case 8:
-    return (const void *)pcl_ref_allgather_ll16<8>;
-  default:
-    return NULL;
-  }
+  return pcl_ref_pick(nranks, (const void *)pcl_ref_allgather_ll16<2>,
+                      (const void *)pcl_ref_allgather_ll16<4>,
+                      (const void *)pcl_ref_allgather_ll16<8>);
 }
 
 /* Scratch half bytes one rank needs for messages (outputs) up to max_bytes: nranks slots of

@@ -18,39 +18,25 @@ template <int NR>
 __global__ void __launch_bounds__(1024)
     pcl_ref_allreduce_ll16(const __grid_constant__ pcl_ref_args_t a) {
   PCL_REF_PROF(PCL_KPROF_ENTRY);
-  const uint64_t f64 = pcl_ref_flag_begin(a);
-  const uint32_t flag = (uint32_t)f64;
-  const uint64_t half = pcl_ref_half(a, f64);
-  uint32_t w0, nw;
-  pcl_ref_slice((uint32_t)(a.bytes / 16), &w0, &nw);
-  const uint64_t slot = 2 * a.bytes; /* packet bytes of one sender */
+  const pcl_ref_call_t c = pcl_ref_call_begin(a, 1);
   const int me = a.rank;
-  const uint2 *in = (const uint2 *)a.in + w0;
-  uint2 *out = (uint2 *)a.out + w0;
+  const uint2 *in = (const uint2 *)a.in + c.w0;
+  uint2 *out = (uint2 *)a.out + c.w0;
 
-  /* Phase 1: this slice of the input, as packets, into slot `me` of every peer's scratch,
-   * visiting peers from me + 1 on (as the plans do) so ranks do not all hit one peer at once. */
-  char *dst[NR];
-#pragma unroll
-  for (int k = 1; k < NR; k++)
-    dst[k] = a.scratch[(me + k) % NR] + half + (uint64_t)me * slot + (uint64_t)w0 * 16;
+  /* Phase 1: this slice of the input, as packets, into slot `me` of every peer's scratch
+   * (pcl_ref_put_all: ring order). */
   PCL_REF_PROF(PCL_KPROF_STAMP(prof_ready));
-  for (uint32_t i = threadIdx.x; i < nw; i += blockDim.x) {
-    const uint2 v = in[i];
-#pragma unroll
-    for (int k = 1; k < NR; k++)
-      pcl_ll16_store(dst[k] + (uint64_t)i * 16, v, flag);
-  }
+  pcl_ref_put_all<NR>(a, c, in, NULL);
   PCL_REF_PROF(prof_op[0] = clock64());
 
   /* Phase 2: out = x0 + x1 + ... + x(NR-1) in rank order (what the N-rank plans compute, so
    * every rank gets bit-identical sums), own term from the input, the others from the packets
    * in our own scratch (pcl_ref_recv: all loads first, then the waits). */
-  const char *mine = a.scratch[me] + half + (uint64_t)w0 * 16;
+  const char *mine = a.scratch[me] + c.half + (uint64_t)c.w0 * 16;
   int dead = 0;
-  for (uint32_t i = threadIdx.x; i < nw; i += blockDim.x) {
+  for (uint32_t i = threadIdx.x; i < c.nw; i += blockDim.x) {
     uint2 v[NR];
-    pcl_ref_recv<NR>(v, mine, slot, i, me, in[i], flag, a, dead);
+    pcl_ref_recv<NR>(v, mine, c.slot, i, me, in[i], c.flag, a, dead);
     float x = __uint_as_float(v[0].x), y = __uint_as_float(v[0].y);
 #pragma unroll
     for (int s = 1; s < NR; s++) {
@@ -61,23 +47,16 @@ __global__ void __launch_bounds__(1024)
   }
   PCL_REF_PROF(prof_op[1] = clock64());
 
-  pcl_ref_flag_end(a, f64);
+  pcl_ref_flag_end(a, c.f64);
   PCL_REF_PROF(PCL_KPROF_EXIT(2));
 }
 
 /* ---- host side ---- */
 
 static inline const void *pcl_ref_allreduce_kernel_of(int nranks) {
-  switch (nranks) {
-  case 2:
-    return (const void *)pcl_ref_allreduce_ll16<2>;
-  case 4:
-    return (const void *)pcl_ref_allreduce_ll16<4>;
-  case 8:
-    return (const void *)pcl_ref_allreduce_ll16<8>;
-  default:
-    return NULL;
-  }
+  return pcl_ref_pick(nranks, (const void *)pcl_ref_allreduce_ll16<2>,
+                      (const void *)pcl_ref_allreduce_ll16<4>,
+                      (const void *)pcl_ref_allreduce_ll16<8>);
 }
 
 /* Scratch half bytes one rank needs for messages up to max_bytes. */

@@ -3,14 +3,19 @@
 # must both compute the exact result (the timings are printed, not judged); exits 77 without a GPU.
 # On a GPU machine: ctest --test-dir <build> -L gpu -R refbench --output-on-failure
 if(TARGET planccl-refbench AND NOT PCL_SANITIZE)
-  # The allgather and reduce-scatter plans and references too (exact results, in and out of
-  # place), at 2 and 4 ranks sharing the GPU.
-  foreach(coll allreduce allgather reducescatter)
+  # Every collective's plans and reference (exact results; all but the one-phase allreduce in
+  # and out of place), at 2 and 4 ranks sharing the GPU. The two-phase allreduce plans start
+  # above 64 KiB (4 ranks) and 128 KiB (2 ranks): 8K runs the reference alone, the others both.
+  foreach(coll allreduce allgather reducescatter allreduce2 broadcast reduce)
     set(name refbench_${coll})
+    set(sizes)
     if(coll STREQUAL allreduce)
       set(name refbench)
+    elseif(coll STREQUAL allreduce2)
+      set(sizes --sizes 8K,192K,1M)
     endif()
-    add_test(NAME ${name} COMMAND planccl-refbench --coll ${coll} --ranks 2,4 --iters 10 --reps 5)
+    add_test(NAME ${name} COMMAND planccl-refbench --coll ${coll} --ranks 2,4 ${sizes} --iters 10
+                                  --reps 5)
     set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "gpu;nosan"
                          ENVIRONMENT "PLANCCL_SOCKET_IFNAME=lo;PCL_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
   endforeach()
