@@ -415,12 +415,14 @@ static ncclResult_t program_image(const pcl_exec_ctx_t *c, const pcl_plan_t *pla
                                   const pcl_kblock_t *blocks, prog_t *p, uint8_t **image) {
   const int nb = plan->max_blocks;
   /* The EW kernels share their descriptor across each warp by shuffles: whole warps only. */
-  if (!c->cfg.interp_only && pcl_param_ew_kernel() && plan->num_threads_per_block % 32 == 0 &&
-      plan->num_threads_per_block <= PCL_KABI_LL_MAX_THREADS) {
+  if (!c->cfg.interp_only && pcl_param_ew_kernel() && pcl_exec_launch_threads(plan, 1) % 32 == 0 &&
+      pcl_exec_fast_threads_ok(plan, blocks, nb)) {
     char why[160] = "";
     PCL_CHECK(ew_image(c, plan, blocks, p, image, why, sizeof(why)));
-    if (p->ew != 0)
+    if (p->ew != 0) {
+      p->threads = pcl_exec_launch_threads(plan, 1);
       return ncclSuccess;
+    }
     PCL_INFO(PCL_LOG_EXEC, "plan %s, %llu/%llu bytes: %s, not elementwise (%s)", plan->name,
              (unsigned long long)p->in_bytes, (unsigned long long)p->out_bytes,
              p->ll ? "LL kernel" : "interpreter", why);
@@ -481,10 +483,11 @@ static ncclResult_t prog_build(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const 
   PCL_CHECK_GOTO(pcl_exec_build_blocks(plan, vrank, &l, &bind, h_blocks), res, out);
   p->stride = pcl_exec_pack_stride(h_blocks, plan->max_blocks);
   p->ll = !c->cfg.interp_only && pcl_param_ll_kernel() &&
-          plan->num_threads_per_block <= PCL_KABI_LL_MAX_THREADS &&
+          pcl_exec_fast_threads_ok(plan, h_blocks, plan->max_blocks) &&
           pcl_exec_ll_eligible(h_blocks, plan->max_blocks);
   if (p->ll)
     pcl_exec_mark_fused(h_blocks, plan->max_blocks);
+  p->threads = pcl_exec_launch_threads(plan, p->ll);
   PCL_CHECK_GOTO(program_image(c, plan, h_blocks, p, &h_packed), res, out);
   for (int i = 0; i < g->n_sems; i++)
     sems[i] = (int32_t)g->sem_init[i];
@@ -699,8 +702,8 @@ ncclResult_t pcl_exec_one_launch(pcl_exec_ctx_t *c, const pcl_plan_t *plan,
    * kernel's first trigger lands (a launch takes microseconds; the doze up to 50). */
   if (p->shape.has_port)
     pcl_portchan_expect(c->cfg.portchan);
-  PCL_CHECK(pcl_kernels_launch(a->dtype, prog_variant(p), form, &k, plan->max_blocks,
-                               plan->num_threads_per_block, stream));
+  PCL_CHECK(pcl_kernels_launch(a->dtype, prog_variant(p), form, &k, plan->max_blocks, p->threads,
+                               stream));
   if (busy)
     pcl_progs_launched(&c->progs, p, stream, captured);
   return ncclSuccess;

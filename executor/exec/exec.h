@@ -48,6 +48,19 @@ ncclResult_t pcl_exec_build_blocks(const pcl_plan_t *plan, int rank, const pcl_p
  * PCL_KABI_LL_MAX_SRC sources: it can run on the LL fast-path kernel (kernels/exec_ll.cuh). */
 int pcl_exec_ll_eligible(const pcl_kblock_t *blocks, int nblocks);
 
+/* Threads per block of a program's launches: the plan's, or for a program on the LL or EW
+ * kernels (`fast`) at most their bound, PCL_KABI_LL_MAX_THREADS. Those kernels run every op as a
+ * loop strided by blockDim, so a plan's result does not depend on its thread count. */
+int pcl_exec_launch_threads(const pcl_plan_t *plan, int fast);
+
+/* 1 when a program may run on the LL or EW kernels as far as threads go: its plan asks at most
+ * their bound, or (MSCCL++'s plans ask 1024) none of its ranges is larger than one pass of the
+ * plan's threads over 8-byte words. At the bound such a range takes two passes instead of one;
+ * a larger range loses half its loads in flight: MSCCL++'s 2-block packet allreduce ran 2.2
+ * times faster on the LL kernel at 1 KiB but 1.8 times slower at 1 MiB than on the interpreter
+ * at 1024 threads (one H100). */
+int pcl_exec_fast_threads_ok(const pcl_plan_t *plan, const pcl_kblock_t *blocks, int nblocks);
+
 /* Sets PCL_KBLOCK_FUSED_PPKT_REPKT (kernel_abi.h) on every block whose ops the LL kernel may run
  * as one fused pass, clears it elsewhere; returns how many blocks it set it on. */
 int pcl_exec_mark_fused(pcl_kblock_t *blocks, int nblocks);

@@ -217,6 +217,22 @@ ncclResult_t pcl_exec_build_blocks(const pcl_plan_t *plan, int rank, const pcl_p
   return ncclSuccess;
 }
 
+int pcl_exec_launch_threads(const pcl_plan_t *plan, int fast) {
+  const int t = plan->num_threads_per_block;
+  return fast && t > PCL_KABI_LL_MAX_THREADS ? PCL_KABI_LL_MAX_THREADS : t;
+}
+
+int pcl_exec_fast_threads_ok(const pcl_plan_t *plan, const pcl_kblock_t *blocks, int nblocks) {
+  const int t = plan->num_threads_per_block;
+  if (t <= PCL_KABI_LL_MAX_THREADS)
+    return 1;
+  for (int b = 0; b < nblocks; b++)
+    for (int i = 0; i < blocks[b].nrefs; i++)
+      if (blocks[b].refs[i].size > (uint64_t)t * 8)
+        return 0;
+  return 1;
+}
+
 int pcl_exec_ll_eligible(const pcl_kblock_t *blocks, int nblocks) {
   for (int b = 0; b < nblocks; b++)
     for (int i = 0; i < blocks[b].nops; i++) {

@@ -29,6 +29,7 @@ typedef struct {
   void *d_blocks;     /* plan->max_blocks packed programs (EW: pcl_kew_t), `stride` bytes apart */
   uint32_t stride;
   int32_t *d_sems; /* in the same image, after the blocks */
+  int threads;     /* threads per block of its launches (pcl_exec_launch_threads) */
   /* The last (dtype, op, force_ll8) prog_check accepted and the packet format it chose: calls
    * repeating it skip the check (plans with port channels recheck the proxy every call). EW:
    * the kernel forms for that (op, packet) on buffers [0] not word-aligned, [1] aligned, and the

@@ -749,6 +749,70 @@ START_TEST(test_ewx_shipped) {
 }
 END_TEST
 
+/* MSCCL++'s own plans ask 1024 threads per block, beyond the LL and EW kernels' bound: their
+ * programs run on them at the bound (the kernels loop over elements by blockDim, so the thread
+ * count is not part of what a plan computes) while every range fits one pass of 1024 threads
+ * (8 KiB): at 1 KiB, not at 64 KiB or 1 MiB. Every rank's program is LL-eligible; rank 0 of the
+ * transfer plans, which only sends its chunk and receives the other, proves elementwise (EW2);
+ * their rank 1 forwards packets it received (rppkt), which the EW kernels do not take (they send
+ * before they wait). */
+static const struct {
+  const char *path;
+  int ew[2]; /* the EW bound rank r's program proves; 0: not elementwise */
+} conf_plans[] = {
+    {"test/data/plans/conformance/transfer_pack_2.json", {2, 0}},
+    {"test/data/plans/conformance/transfer_pack_tbg_2.json", {2, 0}},
+    {"test/data/plans/conformance/allreduce_packet_2.json", {0, 0}},
+    {"test/data/plans/conformance/reduce_pack_2.json", {0, 0}},
+    {"test/data/plans/conformance/reduce_pack_tbg_2.json", {0, 0}},
+};
+
+START_TEST(test_conformance_fast_path) {
+  pcl_plan_t *p = load_shipped(conf_plans[_i].path);
+  ck_assert_int_eq(p->n_gpus, 2);
+  ck_assert_int_eq(p->num_threads_per_block, 1024);
+  ck_assert_int_eq(pcl_exec_launch_threads(p, 1), PCL_KABI_LL_MAX_THREADS);
+  ck_assert_int_eq(pcl_exec_launch_threads(p, 0), 1024);
+  static const uint32_t sizes[] = {1024, 65536, 1u << 20};
+  for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+    const uint32_t total = sizes[si];
+    const int ag = p->collective == PCL_PLAN_COLL_ALLGATHER;
+    const uint32_t in_bytes = ag ? total / (uint32_t)p->n_gpus : total;
+    pcl_exec_shape_t sh;
+    ck_assert_int_eq(pcl_exec_shape(p, 0, in_bytes, total, &sh), ncclSuccess);
+    const uint64_t half = (sh.scratch_half + 255) & ~(uint64_t)255;
+    char *scratch[2];
+    for (int r = 0; r < 2; r++)
+      scratch[r] = pcl_calloc(2 * half, 1, "test scratch");
+    for (int r = 0; r < 2; r++) {
+      pcl_kblock_t *b = shipped_blocks(p, r, scratch, half, in_bytes, total);
+      pcl_kew_t *ew = pcl_calloc((size_t)p->max_blocks, sizeof(*ew), "test ew");
+      char why[160] = "";
+      ck_assert_msg(pcl_exec_ll_eligible(b, p->max_blocks), "%s rank %d: not LL",
+                    conf_plans[_i].path, r);
+      ck_assert_msg(pcl_exec_fast_threads_ok(p, b, p->max_blocks) == (total <= 1024),
+                    "%s rank %d, %u bytes: fast kernels %s", conf_plans[_i].path, r, total,
+                    total <= 1024 ? "refused" : "allowed");
+      const int got = pcl_exec_ew_build(b, p->max_blocks, (uint64_t)(uintptr_t)scratch[r], half, ew,
+                                        why, sizeof(why));
+      ck_assert_msg(got == conf_plans[_i].ew[r], "%s rank %d, %u bytes: EW bound %d, want %d (%s)",
+                    conf_plans[_i].path, r, total, got, conf_plans[_i].ew[r], why);
+      pcl_free(ew);
+      pcl_free(b);
+    }
+    for (int r = 0; r < 2; r++)
+      pcl_free(scratch[r]);
+  }
+  /* The shipped plans keep their own thread count, and any size. */
+  pcl_plan_t *q = load_shipped("plans/extra/allgather/4gpu_ll_inplace.json");
+  ck_assert_int_eq(pcl_exec_launch_threads(q, 1), q->num_threads_per_block);
+  ck_assert_int_eq(pcl_exec_fast_threads_ok(q, NULL, 0), 1);
+  pcl_plan_destroy(q);
+  pcl_plan_destroy(p);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 /* Any root by relabelling: the shift is the root for broadcast and reduce, 0 for the rest, -1
  * for a root outside the communicator or one that would move ranks across nodes; rank p runs
  * plan rank (p - root) mod n, and plan rank q is rank (q + root) mod n. */
@@ -805,6 +869,8 @@ int main(void) {
   tcase_add_test(tc, test_ew_refusals);
   tcase_add_loop_test(tc, test_ew_shipped, 0, (int)(sizeof(ew_plans) / sizeof(ew_plans[0])));
   tcase_add_loop_test(tc, test_ewx_shipped, 0, (int)(sizeof(ewx_plans) / sizeof(ewx_plans[0])));
+  tcase_add_loop_test(tc, test_conformance_fast_path, 0,
+                      (int)(sizeof(conf_plans) / sizeof(conf_plans[0])));
   tcase_add_test(tc, test_root_shift);
   tcase_add_test(tc, test_bad_args);
   suite_add_tcase(s, tc);
