@@ -66,7 +66,7 @@ rule private && while IFS= read -r hdr; do
   done < <(git grep -l "#include \"$name\"" -- '*.c' '*.h' '*.cu' '*.cuh')
 done < <(git ls-files '*_int.h')
 
-# No words of how the work was done (work sessions, the numbered commands of a borrowed machine,
+# No words of how the work was done (work diaries, the numbered commands of a borrowed machine,
 # dated run folders, ...) in tracked files: they say how a figure was obtained, which docs/ and
 # git history hold, not what the product does. scripts/process_words.txt lists the patterns and
 # scripts/process_words_allow.txt the product phrases that look like them, which are blanked out

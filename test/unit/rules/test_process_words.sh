@@ -15,7 +15,7 @@ rules
 base=$(grep -c '^[^ ]*:[0-9]*: ' "$tmp/out")
 
 # A process word in a C comment. The phrase is assembled here so that this file does not carry it.
-word=session
+word=$(printf 'ses%s' sion)
 mkdir -p planted
 printf '/* SPDX-License-Identifier: MIT */\n/* measured in %s 12, %s 4 */\nint x;\n' \
   "$word" "call" >planted/diary.c
