@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT
  * planccl-plan: validate, simulate, show and graph execution plans from the command line
- * (the simulator is the CPU model of the GPU executor, see executor/sim/sim.h). */
+ * (the simulator is the CPU model of the GPU executor, see executor/sim/sim.h), and check tuning
+ * files. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "alloc.h"
 #include "plan.h"
 #include "sim.h"
+#include "tune.h"
 
 /* --seeds and --calls: each multiplies the simulation's time; beyond this it would run for
  * hours without finding more. */
@@ -22,6 +24,8 @@ static void usage(FILE *f) {
          "  simulate FILE...   run plans on the CPU simulator for every rank and check results\n"
          "  show FILE          per-rank, per-block op listing\n"
          "  dot FILE           Graphviz graph: ops, block order, cross-rank data and signals\n"
+         "  tune FILE...       check tuning files (docs/tuning.md): their shapes and ranges, or\n"
+         "                     the reason (JSON path)\n"
          "\n"
          "simulate options:\n"
          "  --sizes LIST       comma-separated message sizes (K/M/G suffixes; registry\n"
@@ -70,6 +74,36 @@ static int cmd_validate(int nfiles, char **files) {
            p->inplace ? "in-place" : "out-of-place", (unsigned long long)p->min_message_size,
            (unsigned long long)p->max_message_size);
     pcl_plan_destroy(p);
+  }
+  return bad;
+}
+
+/* ---- tune --------------------------------------------------------------------------------- */
+static int cmd_tune(int nfiles, char **files) {
+  int bad = 0;
+  for (int i = 0; i < nfiles; i++) {
+    pcl_tune_t *t = NULL;
+    char err[1024];
+    if (pcl_tune_load(files[i], &t, err, sizeof(err)) != ncclSuccess) {
+      printf("REFUSED %s\n", err[0] ? err : files[i]);
+      bad = 1;
+      continue;
+    }
+    printf("OK      %s: %d call shapes, measured on %d x %s (%s), NCCL %s\n", files[i],
+           t->n_entries, t->identity.gpus, t->identity.gpu, pcl_tune_link_name(t->identity.link),
+           t->identity.nccl);
+    for (int e = 0; e < t->n_entries; e++) {
+      const pcl_tune_entry_t *x = &t->entries[e];
+      printf(
+          "  %s, %d ranks (%d per host, %d per GPU), %s, %s%s:", pcl_plan_coll_name(x->collective),
+          x->world, x->ranks_per_node, x->ranks_per_gpu, pcl_tune_procs_name(x->procs),
+          x->inplace ? "in-place" : "out-of-place", x->registered ? ", registered" : "");
+      for (int k = 0; k < x->n_ranges; k++)
+        printf(" [%llu, %llu] %s", (unsigned long long)x->ranges[k].min,
+               (unsigned long long)x->ranges[k].max, x->ranges[k].path);
+      printf("\n");
+    }
+    pcl_tune_destroy(t);
   }
   return bad;
 }
@@ -483,6 +517,8 @@ int main(int argc, char **argv) {
   }
   if (strcmp(cmd, "validate") == 0) {
     rc = cmd_validate(nfiles, files);
+  } else if (strcmp(cmd, "tune") == 0) {
+    rc = cmd_tune(nfiles, files);
   } else if (strcmp(cmd, "simulate") == 0) {
     rc = cmd_simulate(nfiles, files, a);
   } else if (strcmp(cmd, "show") == 0 || strcmp(cmd, "dot") == 0) {

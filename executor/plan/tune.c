@@ -4,6 +4,7 @@
 #include "tune.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -142,4 +143,43 @@ pcl_tune_t *pcl_tune_find(const pcl_tune_paths_t *paths) {
     return t;
   }
   return NULL;
+}
+
+/* ---- The identity as JSON ---------------------------------------------------------------- */
+
+/* snprintf at *at of buf[len], counting past the end as snprintf does. */
+static void appendf(char *buf, size_t len, size_t *at, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int k = vsnprintf(buf + (*at < len ? *at : len), *at < len ? len - *at : 0, fmt, ap);
+  va_end(ap);
+  *at += k > 0 ? (size_t)k : 0;
+}
+
+/* Appends s as a JSON string: quotes, backslashes and control characters escaped. */
+static void append_str(char *buf, size_t len, size_t *at, const char *s) {
+  appendf(buf, len, at, "\"");
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+    if (*c == '"' || *c == '\\')
+      appendf(buf, len, at, "\\%c", *c);
+    else if (*c < 0x20)
+      appendf(buf, len, at, "\\u%04x", *c);
+    else
+      appendf(buf, len, at, "%c", *c);
+  appendf(buf, len, at, "\"");
+}
+
+size_t pcl_tune_identity_json(const pcl_tune_identity_t *id, char *buf, size_t len) {
+  const char *const keys[] = {"gpu", "driver", "cuda", "planccl", "nccl"};
+  const char *const vals[] = {id->gpu, id->driver, id->cuda, id->planccl, id->nccl};
+  size_t at = 0;
+  if (len > 0)
+    buf[0] = '\0';
+  for (int i = 0; i < 5; i++) {
+    appendf(buf, len, &at, "%s\"%s\": ", i == 0 ? "{" : ", ", keys[i]);
+    append_str(buf, len, &at, vals[i]);
+  }
+  appendf(buf, len, &at, ", \"gpus\": %d, \"link\": \"%s\", \"plans_digest\": \"%016llx\"}",
+          id->gpus, pcl_tune_link_name(id->link), (unsigned long long)id->plans_digest);
+  return at;
 }

@@ -93,6 +93,10 @@ void pcl_tune_destroy(pcl_tune_t *t);
 int pcl_tune_identity_check(const pcl_tune_t *t, const pcl_tune_identity_t *here, char *why,
                             size_t whylen);
 
+/* The identity as the JSON object of a tuning file's "identity" (docs/tuning.md), NUL-terminated
+ * in buf when it fits; returns the length it needs, as snprintf. */
+size_t pcl_tune_identity_json(const pcl_tune_identity_t *id, char *buf, size_t len);
+
 const char *pcl_tune_link_name(int link);   /* "nvlink", "pcie", "shared"; "?" */
 const char *pcl_tune_procs_name(int procs); /* "threads", "processes"; "?" */
 int pcl_tune_link_from_name(const char *s); /* -1 when unknown */

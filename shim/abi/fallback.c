@@ -223,7 +223,7 @@ static void resolve_all(void *h, const char *rp) {
 
 /* "2.28.9" for 22809 (NCCL_VERSION's two schemes: X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z
  * from 2.9 on). */
-static void version_text(int code, char *buf, size_t size) {
+void pcl_nccl_version_text(int code, char *buf, size_t size) {
   if (code <= 0)
     snprintf(buf, size, "(unknown version)");
   else if (code < 10000)
@@ -248,7 +248,7 @@ static void report_newer(void) {
   if (absent == 0)
     return;
   char v[32];
-  version_text(real_version, v, sizeof(v));
+  pcl_nccl_version_text(real_version, v, sizeof(v));
   PCL_INFO(PCL_LOG_SHIM | PCL_LOG_INIT,
            "real NCCL %s lacks %d of the %d functions NCCL 2.29.7 to 2.32.3 added (%s%s); "
            "planccl exports them all, and each returns ncclInvalidUsage here",
@@ -422,10 +422,10 @@ ncclResult_t pcl_fallback_missing(const char *fn) {
   while (i < n && strcmp(fn_info[i].name, fn) != 0)
     i++;
   char have[32], since[64] = "";
-  version_text(real_version, have, sizeof(have));
+  pcl_nccl_version_text(real_version, have, sizeof(have));
   if (i < n && fn_info[i].since > 0) {
     char v[32];
-    version_text(fn_info[i].since, v, sizeof(v));
+    pcl_nccl_version_text(fn_info[i].since, v, sizeof(v));
     snprintf(since, sizeof(since), " (NCCL exports it since %s)", v);
   }
   if (i == n || !atomic_flag_test_and_set(&fn_info[i].warned))

@@ -106,6 +106,17 @@ void pcl_comm_res_destroy(struct pcl_comm_pcl *p, int abort) {
 
 #define WHY(...) snprintf(why, whylen, __VA_ARGS__)
 
+/* How the ranks of each host are hosted, as a tuning file names it: threads of one process, or
+ * (some ranks of a host in different processes) processes. */
+static int process_model(const pcl_topo_t *t) {
+  int n = pcl_topo_nranks(t);
+  for (int a = 0; a < n; a++)
+    for (int b = a + 1; b < n; b++)
+      if (pcl_topo_same_host(t, a, b) && !pcl_topo_same_process(t, a, b))
+        return PCL_TUNE_PROCS_PROCESSES;
+  return PCL_TUNE_PROCS_THREADS;
+}
+
 /* Phase 1, from the shared topology and the registry only (comm_layout.c), so every rank reaches
  * the same verdict without talking. 0 = planccl can run, with the layout to build. */
 static int check_eligible(struct pcl_comm_pcl *p, pcl_comm_layout_t *l, char *why, size_t whylen) {
@@ -142,7 +153,8 @@ static ncclResult_t alloc_scratch(struct pcl_comm_pcl *p, uint64_t need, int *go
   PCL_CHECK(agree_all(p->boot, ok, hash, scratch, &all_ok, &same, &same_size));
   *go = 0;
   if (!same)
-    WHY("ranks loaded different plans (check PLANCCL_PLAN_DIR on every rank)");
+    WHY("ranks loaded different plans or tuning files (check PLANCCL_PLAN_DIR and "
+        "PLANCCL_TUNE_FILE on every rank)");
   else if (!same_size)
     WHY("ranks asked for scratch buffers of different sizes (check PLANCCL_SCRATCH_BYTES on every "
         "rank)");
@@ -250,6 +262,8 @@ ncclResult_t pcl_comm_res_create(pcl_bootstrap_t *boot, int cuda_dev, struct pcl
   }
   p->ranks_per_node = pcl_topo_ranks_per_node(p->topo);
   p->local_rank = pcl_topo_local_rank(p->topo, p->rank);
+  p->ranks_per_gpu = pcl_topo_max_ranks_per_gpu(p->topo);
+  p->procs = process_model(p->topo);
   if (check_eligible(p, &layout, why, whylen) != 0)
     goto passthrough;
   PCL_CHECK_GOTO(alloc_scratch(p, layout.scratch_need, &go, why, whylen), res, fail_comm);

@@ -75,6 +75,7 @@ typedef enum {
   PCL_WHY_PLAN_OP,       /* the plan names a reduce_op other than the call's */
   PCL_WHY_PLACEMENT,     /* broadcast/reduce whose in-place and out-of-place plans differ for
                             non-roots (or only one exists): ranks may see placement differently */
+  PCL_WHY_TUNED_NCCL,    /* the tuning file measured NCCL faster for this call */
   PCL_WHY_COUNT
 } pcl_why_t;
 
@@ -101,6 +102,8 @@ struct pcl_dispatch_inputs {
   int registered; /* both buffers lie in symmetric windows: zero-copy plans are candidates */
   /* The communicator and the process. */
   int nranks, ranks_per_node;
+  int ranks_per_gpu;                  /* the most ranks sharing one GPU (1: a GPU each) */
+  int procs;                          /* pcl_tune_procs_t: a host's ranks threads or processes */
   int planccl_ok;                     /* 0: pass-through communicator */
   int disabled;                       /* PLANCCL_DISABLE */
   uint32_t force_mask;                /* parsed PLANCCL_FORCE_FALLBACK */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * The dispatch decision as a pure function (docs/architecture.md, "the path of one call", step 3):
  * disabled or forced -> NCCL; a plan for (collective, world, ranks per node, in-place, bytes) that
- * the kernels can run -> plan; else NCCL; with no real NCCL -> error. Every input is a value all
+ * the kernels can run -> plan (the tuning file's choice where it has the call's shape and size,
+ * else the untuned rules); else NCCL; with no real NCCL -> error. Every input is a value all
  * ranks share, so all ranks take the same path and packet flags stay in lock-step. */
 #include <ctype.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@ const char *pcl_why_name(pcl_why_t why) {
       [PCL_WHY_ROOT] = "root out of range, or not a multiple of the plan's ranks per node",
       [PCL_WHY_PLAN_OP] = "the plan names another reduce_op",
       [PCL_WHY_PLACEMENT] = "in-place and out-of-place plans differ for non-roots",
+      [PCL_WHY_TUNED_NCCL] = "tuning file chose NCCL",
   };
   return (unsigned)why < PCL_WHY_COUNT ? names[why] : "?";
 }
@@ -73,6 +75,24 @@ uint64_t pcl_dispatch_msg_bytes(pcl_coll_t coll, size_t count, ncclDataType_t dt
   return bytes;
 }
 
+/* The registry's path for the call at this placement: a plan, or NULL (*tuned_nccl = 1 when the
+ * tuning file chose NCCL). */
+static const pcl_plan_t *select_plan(const struct pcl_dispatch_inputs *in, int pc, int inplace,
+                                     uint64_t bytes, int *tuned_nccl) {
+  const pcl_registry_call_t call = {.collective = (pcl_plan_coll_t)pc,
+                                    .world = in->nranks,
+                                    .ranks_per_node = in->ranks_per_node,
+                                    .ranks_per_gpu = in->ranks_per_gpu,
+                                    .procs = in->procs,
+                                    .inplace = inplace,
+                                    .registered = in->registered,
+                                    .bytes = bytes};
+  int tuned = 0;
+  const pcl_plan_t *plan = pcl_registry_select_call(in->registry, &call, &tuned);
+  *tuned_nccl = tuned && plan == NULL;
+  return plan;
+}
+
 /* Broadcast and reduce: only the root's in-place view is the call's (a non-root's sendbuff may
  * be NULL or anything), so ranks may ask the registry with different placements. The plan one
  * placement gets is safe only if the other placement gets the same plan or one whose non-root
@@ -81,9 +101,8 @@ static int placement_safe(const struct pcl_dispatch_inputs *in, int pc, uint64_t
                           const pcl_plan_t *plan) {
   if (in->coll != PCL_COLL_BROADCAST && in->coll != PCL_COLL_REDUCE)
     return 1;
-  const pcl_plan_t *other =
-      pcl_registry_select_for(in->registry, (pcl_plan_coll_t)pc, in->nranks, in->ranks_per_node,
-                              !in->inplace, bytes, in->registered);
+  int tuned_nccl;
+  const pcl_plan_t *other = select_plan(in, pc, !in->inplace, bytes, &tuned_nccl);
   return (plan == NULL && other == NULL) || pcl_plan_nonroot_alike(plan, other);
 }
 
@@ -112,10 +131,9 @@ void pcl_dispatch_decide(const struct pcl_dispatch_inputs *in, struct pcl_dispat
   else {
     int ok;
     d->msg_bytes = pcl_dispatch_msg_bytes(in->coll, in->count, in->dtype, in->nranks, &ok);
+    int tuned_nccl = 0;
     const pcl_plan_t *plan =
-        ok ? pcl_registry_select_for(in->registry, (pcl_plan_coll_t)pc, in->nranks,
-                                     in->ranks_per_node, in->inplace, d->msg_bytes, in->registered)
-           : NULL;
+        ok ? select_plan(in, pc, in->inplace, d->msg_bytes, &tuned_nccl) : NULL;
     d->plan = plan;
     unsigned dt = (unsigned)in->dtype;
     if (!ok)
@@ -123,7 +141,7 @@ void pcl_dispatch_decide(const struct pcl_dispatch_inputs *in, struct pcl_dispat
     else if (!placement_safe(in, pc, d->msg_bytes, plan))
       set(d, PCL_PATH_NCCL, PCL_WHY_PLACEMENT);
     else if (plan == NULL)
-      set(d, PCL_PATH_NCCL, PCL_WHY_NO_PLAN);
+      set(d, PCL_PATH_NCCL, tuned_nccl ? PCL_WHY_TUNED_NCCL : PCL_WHY_NO_PLAN);
     else if (pcl_plan_root_shift(plan, in->root) < 0) /* plans are for root 0: relabelled */
       set(d, PCL_PATH_NCCL, PCL_WHY_ROOT);
     else if (in->caps == NULL || dt >= ncclNumTypes || !(in->caps->dtypes & (1u << dt)))

@@ -2,7 +2,8 @@
  * The process's plan registry, created once at the first communicator that needs it, from the
  * search path of plans_search.c (PLANCCL_PLAN_DIR, then the installed share/planccl/plans found
  * from the library's own path, or for a library never installed the source tree's default set).
- * libplanccl.so and its compat copy lib/nccl/libnccl.so.2 find the same directories. */
+ * libplanccl.so and its compat copy lib/nccl/libnccl.so.2 find the same directories. The tuning
+ * file is applied to it then (tune_setup.c). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <limits.h>
@@ -55,6 +56,7 @@ static void load(void) {
     dirs[i] = search.path[i];
   if (pcl_registry_create(dirs, n, &registry) != ncclSuccess)
     registry = NULL;
+  pcl_tune_setup(registry, have ? here : NULL, build_tree, source_plans);
   int refused = pcl_registry_refused_count(registry);
   PCL_INFO(PCL_LOG_PLAN | PCL_LOG_INIT, "%d plans loaded (%d refused) from %d directories%s%s",
            pcl_registry_count(registry), refused, n, n ? ", last " : "", n ? dirs[n - 1] : "");

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * The plan search path (see plans_search.h): PLANCCL_PLAN_DIR, then the installed default set,
- * or for a library that was never installed the source tree's default set. */
+ * or for a library that was never installed the source tree's default set; and where the opt-in
+ * set is, which a tuning file may name plans of. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <stdio.h>
@@ -39,6 +40,33 @@ static int cmp_names(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* <prefix>/lib -> <prefix> */
+static void prefix_of(const char *lib_dir, char prefix[PATH_MAX]) {
+  snprintf(prefix, PATH_MAX, "%s", lib_dir);
+  char *slash = strrchr(prefix, '/');
+  if (slash != NULL)
+    *slash = '\0';
+}
+
+int pcl_plans_extra_dir(const char *lib_dir, const char *build_tree, const char *source_plans,
+                        char out[PATH_MAX]) {
+  if (lib_dir == NULL)
+    return 0;
+  char prefix[PATH_MAX];
+  prefix_of(lib_dir, prefix);
+  int len = snprintf(out, PATH_MAX, "%s/share/planccl/plans-extra", prefix);
+  if (len > 0 && len < PATH_MAX && is_dir(out))
+    return 1;
+  /* An install (its default set present) has no opt-in set; a library never installed takes the
+   * source tree's, as pcl_plans_search_dirs takes its default set. */
+  len = snprintf(out, PATH_MAX, "%s/share/planccl/plans", prefix);
+  if (len <= 0 || len >= PATH_MAX || is_dir(out) || source_plans == NULL ||
+      !inside(lib_dir, build_tree))
+    return 0;
+  len = snprintf(out, PATH_MAX, "%s/extra", source_plans);
+  return len > 0 && len < PATH_MAX && is_dir(out);
+}
+
 void pcl_plans_search_dirs(const char *env, const char *lib_dir, const char *build_tree,
                            const char *source_plans, pcl_plans_dirs_t *out) {
   out->n = 0;
@@ -53,10 +81,7 @@ void pcl_plans_search_dirs(const char *env, const char *lib_dir, const char *bui
   if (lib_dir == NULL)
     return;
   char prefix[PATH_MAX];
-  snprintf(prefix, sizeof(prefix), "%s", lib_dir);
-  char *slash = strrchr(prefix, '/');
-  if (slash != NULL)
-    *slash = '\0'; /* <prefix>/lib -> <prefix> */
+  prefix_of(lib_dir, prefix);
   if (!add(out, prefix, "share/planccl/plans") || is_dir(out->path[out->n - 1]) ||
       source_plans == NULL || !inside(lib_dir, build_tree))
     return;

@@ -21,4 +21,10 @@ typedef struct {
 void pcl_plans_search_dirs(const char *env, const char *lib_dir, const char *build_tree,
                            const char *source_plans, pcl_plans_dirs_t *out);
 
+/* The opt-in set, which a tuning file may name plans of: <lib_dir>/../share/planccl/plans-extra
+ * when it exists, else for a library inside `build_tree` the source tree's `extra/`. 1 with `out`
+ * set, or 0 when there is none. */
+int pcl_plans_extra_dir(const char *lib_dir, const char *build_tree, const char *source_plans,
+                        char out[PATH_MAX]);
+
 #endif

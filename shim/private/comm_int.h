@@ -33,6 +33,8 @@ struct pcl_comm_pcl {
   const pcl_registry_t *reg;
   struct pcl_kernel_caps caps;
   int rank, nranks, ranks_per_node, local_rank, cuda_dev;
+  int ranks_per_gpu;       /* the most ranks on one GPU */
+  int procs;               /* pcl_tune_procs_t: threads of one process per host, or processes */
   int nnodes;              /* hosts the ranks span */
   int net;                 /* pcl_transport_kind_t between hosts; 0 (NONE) on one host */
   int kernel_error_logged; /* the refusal after a kernel error was WARNed (atomic exchange) */
@@ -130,6 +132,16 @@ void pcl_comm_auto_launched(struct pcl_comm_pcl *p, const struct pcl_exec_userbu
  * the library, then (a library inside its build tree) the source tree's plans/. Created once,
  * lazily; never freed. NULL only when out of memory. */
 const pcl_registry_t *pcl_shim_registry(void);
+
+/* ---- tune_setup.c ---- */
+
+/* Once, when the registry is made: reads the tuning file (PLANCCL_TUNE_FILE, else the cache and
+ * share directories), loads the opt-in set tuned-only, checks the file's identity and sets the
+ * table; writes the identity to PLANCCL_TUNE_IDENTITY when set. lib_dir: the library's
+ * directory (NULL when unknown); build_tree, source_plans: as plans_search.h. Never fails: without
+ * a usable file the untuned rules hold. */
+void pcl_tune_setup(pcl_registry_t *reg, const char *lib_dir, const char *build_tree,
+                    const char *source_plans);
 
 /* ---- comm_init.c: planccl's setup of a communicator ---- */
 

@@ -78,6 +78,8 @@ const struct pcl_nccl_fns *pcl_fallback_fns(void);
 /* Version code of the real library (0 when none), and its path ("" when none). */
 int pcl_fallback_version(void);
 const char *pcl_fallback_path(void);
+/* A version code as text: "2.30.7"; "(unknown version)" for 0. */
+void pcl_nccl_version_text(int code, char *buf, size_t size);
 
 /* The return address of the exported function using it: who called planccl. */
 #define PCL_CALLER __builtin_return_address(0)

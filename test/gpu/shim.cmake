@@ -19,8 +19,10 @@ endif()
 # forwarded). shim_faults: a peer that never calls, ncclCommGetAsyncError, refusal, ncclCommAbort
 # within 1 s, a new communicator after it. shim_windows: symmetric windows (zero-copy plans) and
 # broadcast/reduce from root 1. shim_segments: eight ranks' reduce that runs only in segments.
+# shim_tune: the identity the library writes, a tuning file that sends sizes to NCCL, a stale one.
 if(TARGET planccl AND TARGET fakenccl AND NOT PCL_SANITIZE)
-  foreach(t shim_faults shim_windows shim_autoreg shim_programs shim_multinode shim_segments)
+  foreach(t shim_faults shim_windows shim_autoreg shim_programs shim_multinode shim_segments
+            shim_tune)
     add_executable(${t} ${CMAKE_CURRENT_LIST_DIR}/${t}.c)
     pcl_target_defaults(${t})
     target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/test/mp)

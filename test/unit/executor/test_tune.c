@@ -213,6 +213,32 @@ START_TEST(test_identity_stale_reason) {
 }
 END_TEST
 
+/* What the library writes for planccl-tune (PLANCCL_TUNE_IDENTITY) reads back as the identity
+ * it was made from, escapes and all; a short buffer gets the length it needs. */
+START_TEST(test_identity_json_round_trip) {
+  pcl_tune_identity_t id = tune_here();
+  snprintf(id.gpu, sizeof(id.gpu), "GPU \"quoted\" \\ back\tslash");
+  id.link = PCL_TUNE_LINK_SHARED;
+  id.plans_digest = 0xfedcba9876543210ull;
+  char json[1024], text[1200];
+  size_t n = pcl_tune_identity_json(&id, json, sizeof(json));
+  ck_assert_uint_eq(n, strlen(json));
+  snprintf(text, sizeof(text), "{\"planccl_tune\": 1, \"identity\": %s, \"entries\": []}", json);
+  pcl_tune_t *t = NULL;
+  char err[256] = "";
+  ck_assert_msg(tune_parse(text, &t, err, sizeof(err)) == ncclSuccess, "%s", err);
+  ck_assert_str_eq(t->identity.gpu, id.gpu);
+  ck_assert_int_eq(pcl_tune_identity_check(t, &id, NULL, 0), 1);
+  id.gpus++;
+  ck_assert_int_eq(pcl_tune_identity_check(t, &id, NULL, 0), 0);
+  char small[16];
+  ck_assert_uint_eq(pcl_tune_identity_json(&id, small, sizeof(small)), n);
+  ck_assert_uint_eq(strlen(small), sizeof(small) - 1);
+  pcl_tune_destroy(t);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 START_TEST(test_search_paths) {
   pcl_tune_paths_t p;
   pcl_tune_search_paths("/etc/t.json", "/c", "/h", "/opt/pcl/lib", &p);
@@ -286,6 +312,7 @@ int main(void) {
   tcase_add_test(tc, test_refused_other);
   tcase_add_test(tc, test_identity_applies);
   tcase_add_test(tc, test_identity_stale_reason);
+  tcase_add_test(tc, test_identity_json_round_trip);
   tcase_add_test(tc, test_search_paths);
   tcase_add_test(tc, test_find_first_existing);
   suite_add_tcase(s, tc);

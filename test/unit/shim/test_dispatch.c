@@ -511,11 +511,93 @@ TCase *dispatch_tcase_plans_search(void); /* test_plans_search.c */
 TCase *dispatch_tcase_comm_layout(void);  /* test_comm_layout.c */
 TCase *dispatch_tcase_comm_vote(void);    /* test_comm_vote.c */
 
+/* A tuning table for 2-rank in-place allreduce, ranks as threads with a GPU each: NCCL up to
+ * 1 KiB; the opt-in two-phase plan from 1040 bytes to 64 KiB, sizes below its own range (from
+ * 128 KiB + 1), so the untuned rules hold there; NCCL from 64 KiB + 16 to 1 MiB. */
+static const char tuned_text[] =
+    "{\"planccl_tune\": 1, \"identity\": {\"gpu\": \"G\", \"gpus\": 2, \"link\": \"nvlink\","
+    " \"driver\": \"d\", \"cuda\": \"c\", \"planccl\": \"p\", \"nccl\": \"n\","
+    " \"plans_digest\": \"1\"}, \"entries\": [{\"collective\": \"allreduce\", \"world\": 2,"
+    " \"ranks_per_node\": 2, \"ranks_per_gpu\": 1, \"process_model\": \"threads\","
+    " \"inplace\": true, \"registered\": false, \"ranges\": ["
+    "{\"min\": 16, \"max\": 1024, \"path\": \"nccl\", \"us\": 3},"
+    "{\"min\": 1040, \"max\": 65536, \"path\": \"allreduce_2gpu_ll2_inplace\", \"us\": 4},"
+    "{\"min\": 65552, \"max\": 1048576, \"path\": \"nccl\", \"us\": 9}]}]}";
+
+/* The call's path with the tuning table, for a shape of ranks as threads with a GPU each. */
+static void decide_tuned(const struct dcase *c, const struct pcl_kernel_caps *caps, int procs,
+                         int ranks_per_gpu, pcl_path_t path, pcl_why_t why, const char *plan) {
+  struct pcl_dispatch_inputs in = base_inputs(c, caps);
+  in.ranks_per_gpu = ranks_per_gpu;
+  in.procs = procs;
+  struct pcl_dispatch_decision d;
+  pcl_dispatch_decide(&in, &d);
+  expect(c, &d, path, why, plan);
+}
+
+/* The tuning table decides where it has the call's whole shape and size and the plan it names
+ * can take the size; elsewhere the untuned rules hold. A call it sends to NCCL says so. */
+START_TEST(test_decide_tuned) {
+  setup();
+  pcl_tune_t *t = NULL;
+  char err[256];
+  ck_assert_int_eq(
+      pcl_tune_load_buffer("t.json", tuned_text, strlen(tuned_text), &t, err, sizeof(err)),
+      ncclSuccess);
+  pcl_registry_set_tuning(reg, t, 1);
+  struct pcl_kernel_caps caps = caps_all();
+  const int threads = PCL_TUNE_PROCS_THREADS, procs = PCL_TUNE_PROCS_PROCESSES;
+  const struct dcase small = {.what = "256 B",
+                              .coll = AR,
+                              .count = 64,
+                              .dtype = ncclFloat,
+                              .inplace = 1,
+                              .nranks = 2,
+                              .rpn = 2};
+  const struct dcase mid = {.what = "4 KiB",
+                            .coll = AR,
+                            .count = 1024,
+                            .dtype = ncclFloat,
+                            .inplace = 1,
+                            .nranks = 2,
+                            .rpn = 2};
+  const struct dcase big = {.what = "256 KiB",
+                            .coll = AR,
+                            .count = 65536,
+                            .dtype = ncclFloat,
+                            .inplace = 1,
+                            .nranks = 2,
+                            .rpn = 2};
+  const struct dcase big_out = {.what = "256 KiB out of place",
+                                .coll = AR,
+                                .count = 65536,
+                                .dtype = ncclFloat,
+                                .inplace = 0,
+                                .nranks = 2,
+                                .rpn = 2};
+  decide_tuned(&small, &caps, threads, 1, NCCL, PCL_WHY_TUNED_NCCL, NULL);
+  decide_tuned(&mid, &caps, threads, 1, PLAN, PCL_WHY_PLAN, LL1_I); /* ll2 cannot take 4 KiB */
+  decide_tuned(&big, &caps, threads, 1, NCCL, PCL_WHY_TUNED_NCCL, NULL);
+  /* Other shapes: processes, ranks sharing a GPU, out of place: untuned. */
+  decide_tuned(&small, &caps, procs, 1, PLAN, PCL_WHY_PLAN, LL1S_I);
+  decide_tuned(&small, &caps, threads, 2, PLAN, PCL_WHY_PLAN, LL1S_I);
+  decide_tuned(&big, &caps, procs, 1, PLAN, PCL_WHY_PLAN, "allreduce_2gpu_ll2_inplace");
+  decide_tuned(&big_out, &caps, threads, 1, PLAN, PCL_WHY_PLAN, "allreduce_2gpu_ll2_outofplace");
+  /* Untuned again: the table's sizes take the default plans. */
+  pcl_registry_set_tuning(reg, NULL, 0);
+  decide_tuned(&small, &caps, threads, 1, PLAN, PCL_WHY_PLAN, LL1S_I);
+  decide_tuned(&big, &caps, threads, 1, PLAN, PCL_WHY_PLAN, "allreduce_2gpu_ll2_inplace");
+  teardown();
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("dispatch");
   TCase *tc = tcase_create("decide");
   tcase_add_test(tc, test_decide_table);
   tcase_add_test(tc, test_decide_overrides);
+  tcase_add_test(tc, test_decide_tuned);
   tcase_add_test(tc, test_rooted_placement);
   tcase_add_test(tc, test_parse_fallback);
   tcase_add_test(tc, test_msg_bytes);

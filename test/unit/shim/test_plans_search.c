@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * The plan search path (shim/dispatch/plans_search.c) on directory layouts made for the test:
  * installed plans win, a library never installed takes the source tree's default set without
- * extra/, an install under the build tree is an install, PLANCCL_PLAN_DIR comes first. */
+ * extra/, an install under the build tree is an install, PLANCCL_PLAN_DIR comes first; and where
+ * the opt-in set is found for tuning files. */
 #define _GNU_SOURCE
 #include <ftw.h>
 #include <limits.h>
@@ -118,11 +119,32 @@ START_TEST(test_search_env_first) {
 }
 END_TEST
 
+/* The opt-in set a tuning file may name: the installed plans-extra, else inside the build tree
+ * the source tree's extra/, else none. */
+START_TEST(test_extra_dir) {
+  layout();
+  char d[PATH_MAX];
+  ck_assert_int_eq(pcl_plans_extra_dir(at("build/lib"), at("build"), at("src/plans"), d), 1);
+  ck_assert_str_eq(d, at("src/plans/extra"));
+  ck_assert_int_eq(pcl_plans_extra_dir(at("build/install/lib"), at("build"), at("src/plans"), d),
+                   0); /* an install without plans-extra is not the source tree */
+  mk("build/install/share/planccl/plans-extra");
+  ck_assert_int_eq(pcl_plans_extra_dir(at("build/install/lib"), at("build"), at("src/plans"), d),
+                   1);
+  ck_assert_str_eq(d, at("build/install/share/planccl/plans-extra"));
+  ck_assert_int_eq(pcl_plans_extra_dir(at("build2/lib"), at("build"), at("src/plans"), d), 0);
+  ck_assert_int_eq(pcl_plans_extra_dir(NULL, at("build"), at("src/plans"), d), 0);
+  cleanup();
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 TCase *dispatch_tcase_plans_search(void) {
   TCase *tc = tcase_create("plans_search");
   tcase_add_test(tc, test_search_build_tree_takes_source_default_set);
   tcase_add_test(tc, test_search_install_under_build_tree_is_an_install);
   tcase_add_test(tc, test_search_outside_build_tree);
   tcase_add_test(tc, test_search_env_first);
+  tcase_add_test(tc, test_extra_dir);
   return tc;
 }
