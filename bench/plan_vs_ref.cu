@@ -12,8 +12,9 @@
  * (--coll, a row of ref_colls.cuh): the one-phase LL allreduce (ref_allreduce.cuh), the
  * two-phase LL allreduce (ref_allreduce2.cuh), the one-shot LL allgather (ref_allgather.cuh) or
  * reduce-scatter (ref_reducescatter.cuh), the LL broadcast from rank 0 (ref_broadcast.cuh) or
- * reduce to rank 0 (ref_reduce.cuh), sizes as planccl's registry counts them (allgather: the
- * output, reduce-scatter: the input). Exit: 0 ok, 1 mismatch or error, 2 usage, 77 no GPU.
+ * reduce to rank 0 (ref_reduce.cuh), the Simple allreduce whole or in 16 KiB units
+ * (ref_allreduce_simple.cuh), sizes as planccl's registry counts them (allgather: the output,
+ * reduce-scatter: the input). Exit: 0 ok, 1 mismatch or error, 2 usage, 77 no GPU.
  * Usage: planccl-refbench --help. */
 #include <limits.h>
 #include <math.h>
@@ -38,9 +39,9 @@
 #define RB_DEFAULT_BLOCKS 8 /* reference shape where no plan runs a size (the N-rank plans') */
 #define RB_DEFAULT_THREADS 512
 
-/* RB_REFNOP: the reference kernel moving 0 bytes (its flag protocol alone), the control of the
- * nop plan. RB_EMPTYPDL: the empty kernel launched with programmatic dependent launch, the floor
- * of planned calls under PLANCCL_PDL=1. */
+/* RB_REFNOP: the reference kernel moving 0 bytes (its flag protocol or syncs alone), the control
+ * of the nop plan. RB_EMPTYPDL: the empty kernel launched with programmatic dependent launch, the
+ * floor of planned calls under PLANCCL_PDL=1. */
 enum { RB_PLAN, RB_REF, RB_EMPTY, RB_NOP, RB_REFNOP, RB_EMPTYPDL, RB_KINDS };
 static const char *const rb_kind_name[RB_KINDS] = {
     "plan", "reference", "empty kernel", "nop plan", "reference at 0 bytes", "empty kernel (PDL)"};
@@ -680,21 +681,23 @@ static void usage(void) {
   fprintf(stderr,
           "usage: planccl-refbench [options]\n"
           "  --coll C            allreduce (default; one-phase), allreduce2 (two-phase),\n"
-          "                      allgather, reducescatter, broadcast or reduce (root 0): the\n"
-          "                      plans and the hand-written LL16 reference of that collective\n"
+          "                      allgather, reducescatter, broadcast or reduce (root 0),\n"
+          "                      allreduce_simple or allreduce_simple_pipe (Simple protocol):\n"
+          "                      the plans and the hand-written reference of that collective\n"
           "  --ranks N[,N..]     ranks (2, 4, 8) as threads of this process, rank r on GPU\n"
           "                      r %% ngpus (default 2)\n"
           "  --sizes S[,S..]     message bytes, K/M suffixes, multiples of 16 (default 1K,8K,64K)\n"
           "                      as planccl's registry counts them: allgather the output,\n"
-          "                      reducescatter the input (both, and allreduce2: multiples of\n"
-          "                      16 x ranks)\n"
+          "                      reducescatter the input (both, allreduce2 and the Simple\n"
+          "                      allreduces: multiples of 16 x ranks)\n"
           "  -b MIN -e MAX -f F  or a sweep MIN, MIN*F, .. MAX (F default 2)\n"
           "  --iters K           calls captured per CUDA graph (default 50)\n"
           "  --reps R            timed replays of the graph (default 20)\n"
           "  --plan FILE|none    this plan for every size (default: the shipped one-phase LL\n"
           "                      allreduce plans, in-place, picked by size; for the others\n"
-          "                      the opt-in LL plans (allreduce2: ll2), in-place and\n"
-          "                      out-of-place, each size in both; none: no plan)\n"
+          "                      the opt-in plans (allreduce2: ll2, allreduce_simple(_pipe):\n"
+          "                      simple(_pipe), the rest: ll), in-place and out-of-place,\n"
+          "                      each size in both; none: no plan)\n"
           "  --blocks B --threads T  the reference's launch shape (default: the plan's;\n"
           "                      %d x %d where no plan runs the size)\n"
           "  --csv               comma-separated output\n"
@@ -816,7 +819,8 @@ static int rb_parse_value(const char *a, const char *v, rb_parse_t *ps) {
       why = "32..1024";
   } else if (!strcmp(a, "--coll")) {
     if ((g_o.coll = pcl_ref_coll_find(v)) == NULL)
-      why = "allreduce, allreduce2, allgather, reducescatter, broadcast or reduce";
+      why = "allreduce, allreduce2, allgather, reducescatter, broadcast, reduce, "
+            "allreduce_simple or allreduce_simple_pipe";
   } else { /* --plan */
     g_o.plan_file = v;
   }
@@ -1086,10 +1090,15 @@ static void rb_report(rb_summary_t *sum) {
       for (int r = 0; r < g_run.nranks; r++)
         if (g_run.res[r][ci].bad[k] >= 0)
           bad[k] = (bad[k] < 0 ? 0 : bad[k]) + g_run.res[r][ci].bad[k];
-    char size[32], f[RB_KINDS][32], ratio[32] = "-", pshape[32] = "-", rshape[32];
+    char size[32], f[RB_KINDS][32], ratio[32] = "-", pshape[32] = "-", rshape[32], bw[2][32];
     rb_fmt_size(c->bytes, size, sizeof(size));
     for (int k = 0; k < RB_KINDS; k++)
       rb_print_us(us[k], f[k], sizeof(f[k]));
+    for (int k = 0; k < 2; k++) /* algorithm bandwidth, GB/s: bytes / time (k: RB_PLAN, RB_REF) */
+      if (us[k] > 0)
+        snprintf(bw[k], sizeof(bw[k]), "%.1f", (double)c->bytes / (us[k] * 1e3));
+      else
+        snprintf(bw[k], sizeof(bw[k]), "-");
     if (us[RB_PLAN] > 0 && us[RB_REF] > 0) {
       double q = us[RB_PLAN] / us[RB_REF];
       snprintf(ratio, sizeof(ratio), "%.3f", q);
@@ -1121,13 +1130,13 @@ static void rb_report(rb_summary_t *sum) {
              g_run.res[0][ci].kernel ? g_run.res[0][ci].kernel : "",
              g_run.res[0][ci].kernel ? ")" : "");
     if (g_o.csv)
-      printf("%s,%d,%llu,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", g_o.coll->name, g_run.nranks,
-             (unsigned long long)c->bytes, f[RB_PLAN], f[RB_REF], ratio, f[RB_EMPTY], f[RB_NOP],
-             f[RB_REFNOP], f[RB_EMPTYPDL], pshape, rshape, check, name);
+      printf("%s,%d,%llu,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", g_o.coll->name, g_run.nranks,
+             (unsigned long long)c->bytes, f[RB_PLAN], f[RB_REF], ratio, bw[0], bw[1], f[RB_EMPTY],
+             f[RB_NOP], f[RB_REFNOP], f[RB_EMPTYPDL], pshape, rshape, check, name);
     else
-      printf("%5d %7s %9s %9s %7s %9s %9s %9s %9s %10s %10s %-14s %s\n", g_run.nranks, size,
-             f[RB_PLAN], f[RB_REF], ratio, f[RB_EMPTY], f[RB_NOP], f[RB_REFNOP], f[RB_EMPTYPDL],
-             pshape, rshape, check, name);
+      printf("%5d %7s %9s %9s %7s %8s %8s %9s %9s %9s %9s %10s %10s %-14s %s\n", g_run.nranks, size,
+             f[RB_PLAN], f[RB_REF], ratio, bw[0], bw[1], f[RB_EMPTY], f[RB_NOP], f[RB_REFNOP],
+             f[RB_EMPTYPDL], pshape, rshape, check, name);
 #ifdef PCL_KPROF
     if (!g_o.csv) {
       rb_print_prof("plan", &g_run.res[0][ci].prof[0]);
@@ -1180,8 +1189,9 @@ static void rb_print_header(const struct cudaDeviceProp *prop, int ngpus) {
          "x %d replays, kernel time per call in us, max over ranks\n",
          g_o.coll->what, prop->name, ngpus, prop->multiProcessorCount, g_o.iters, g_o.reps);
   printf("# empty = empty kernel node, nop = plan of one nop per block, refnop = the reference "
-         "moving 0 bytes (its flag protocol alone), emptypdl = the empty kernel launched with "
-         "programmatic dependent launch, all in the reference's shape; ratio = plan / ref\n");
+         "moving 0 bytes (its flag protocol or syncs alone), emptypdl = the empty kernel launched "
+         "with programmatic dependent launch, all in the reference's shape; ratio = plan / ref; "
+         "GBs = algorithm bandwidth, bytes / time (GB/s)\n");
   printf("# planned kernels (plan, nop) launched %s\n",
          pcl_kernels_pdl() ? "with programmatic dependent launch (PLANCCL_PDL=1)"
                            : "plainly (PLANCCL_PDL=0)");
@@ -1189,12 +1199,13 @@ static void rb_print_header(const struct cudaDeviceProp *prop, int ngpus) {
     printf("# reference shape overridden (--blocks/--threads): where it differs from the plan's, "
            "the ratio compares different launch shapes\n");
   if (g_o.csv)
-    printf("coll,ranks,bytes,plan_us,ref_us,ratio,empty_us,nop_us,refnop_us,emptypdl_us,"
+    printf("coll,ranks,bytes,plan_us,ref_us,ratio,plan_gbs,ref_gbs,empty_us,nop_us,refnop_us,"
+           "emptypdl_us,"
            "plan_shape,ref_shape,check,plan\n");
   else
-    printf("%5s %7s %9s %9s %7s %9s %9s %9s %9s %10s %10s %-14s %s\n", "ranks", "size", "plan_us",
-           "ref_us", "ratio", "empty_us", "nop_us", "refnop_us", "emptypdl", "plan_shape",
-           "ref_shape", "check", "plan");
+    printf("%5s %7s %9s %9s %7s %8s %8s %9s %9s %9s %9s %10s %10s %-14s %s\n", "ranks", "size",
+           "plan_us", "ref_us", "ratio", "plan_GBs", "ref_GBs", "empty_us", "nop_us", "refnop_us",
+           "emptypdl", "plan_shape", "ref_shape", "check", "plan");
   fflush(stdout);
 }
 

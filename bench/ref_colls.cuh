@@ -9,6 +9,7 @@
 #include "ref_allgather.cuh"
 #include "ref_allreduce.cuh"
 #include "ref_allreduce2.cuh"
+#include "ref_allreduce_simple.cuh"
 #include "ref_broadcast.cuh"
 #include "ref_reduce.cuh"
 #include "ref_reducescatter.cuh"
@@ -116,6 +117,14 @@ static const pcl_ref_coll_t pcl_ref_colls[] = {
      "LL16 reduce to rank 0 (fp32 sum; only the root's output is checked)", "reduce", "ll",
      PCL_REF_BUF_WHOLE, 0, 1, pcl_ref_reduce_kernel_of, pcl_ref_reduce_launch,
      pcl_ref_reduce_half_bytes, pcl_ref_want_root_sum},
+    {"allreduce_simple", PCL_PLAN_COLL_ALLREDUCE, "an allreduce",
+     "Simple allreduce (fp32 sum; plain stores into peers' scratch, 3 semaphore syncs per call)",
+     "allreduce", "simple", PCL_REF_BUF_WHOLE, 1, 1, pcl_ref_allreduce_simple_kernel_of,
+     pcl_ref_allreduce_simple_launch, pcl_ref_allreduce_simple_half_bytes, pcl_ref_want_sum},
+    {"allreduce_simple_pipe", PCL_PLAN_COLL_ALLREDUCE, "an allreduce",
+     "pipelined Simple allreduce (fp32 sum; as allreduce_simple, 16 KiB units, 2 syncs each)",
+     "allreduce", "simple_pipe", PCL_REF_BUF_WHOLE, 1, 1, pcl_ref_allreduce_simple_pipe_kernel_of,
+     pcl_ref_allreduce_simple_pipe_launch, pcl_ref_allreduce_simple_half_bytes, pcl_ref_want_sum},
 };
 
 /* The row of --coll `name`, NULL for none. */

@@ -6,13 +6,20 @@ if(TARGET planccl-refbench AND NOT PCL_SANITIZE)
   # Every collective's plans and reference (exact results; all but the one-phase allreduce in
   # and out of place), at 2 and 4 ranks sharing the GPU. The two-phase allreduce plans start
   # above 64 KiB (4 ranks) and 128 KiB (2 ranks): 8K runs the reference alone, the others both.
-  foreach(coll allreduce allgather reducescatter allreduce2 broadcast reduce)
+  # Simple allreduce: 4160 bytes splits into uneven block slices; the pipelined form's 2M runs
+  # several 16 KiB units per block, and 1049088 ends each block's slice in a part of a unit.
+  foreach(coll allreduce allgather reducescatter allreduce2 broadcast reduce allreduce_simple
+          allreduce_simple_pipe)
     set(name refbench_${coll})
     set(sizes)
     if(coll STREQUAL allreduce)
       set(name refbench)
     elseif(coll STREQUAL allreduce2)
       set(sizes --sizes 8K,192K,1M)
+    elseif(coll STREQUAL allreduce_simple)
+      set(sizes --sizes 4160,64K,1M)
+    elseif(coll STREQUAL allreduce_simple_pipe)
+      set(sizes --sizes 4K,1049088,2M)
     endif()
     add_test(NAME ${name} COMMAND planccl-refbench --coll ${coll} --ranks 2,4 ${sizes} --iters 10
                                   --reps 5)
