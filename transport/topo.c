@@ -85,10 +85,27 @@ static int read_int_file(const char *path, int dflt) {
   return v;
 }
 
+/* cudaDevAttrMpsEnabled: the enumerator exists only in newer CUDA 12 headers; its value is the
+ * driver's ABI, so older headers build too, and a runtime that does not know it answers an
+ * error, which reads as unknown. */
+#define PCL_ATTR_MPS_ENABLED ((enum cudaDeviceAttr)133)
+
+/* Whether this process's contexts on cuda_dev go through the MPS server: processes sharing a
+ * GPU without it run their kernels in turns (comm_mps.c warns). */
+static int32_t gpu_mps(int cuda_dev) {
+  int on = 0;
+  if (cudaDeviceGetAttribute(&on, PCL_ATTR_MPS_ENABLED, cuda_dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return PCL_TOPO_MPS_UNKNOWN;
+  }
+  return on ? PCL_TOPO_MPS_ON : PCL_TOPO_MPS_OFF;
+}
+
 /* Fills the GPU fields; leaves "no GPU" when the device or the driver is unusable. */
 static void fill_gpu(pcl_topo_rank_t *me, int cuda_dev) {
   me->cuda_dev = -1;
   me->numa_node = -1;
+  me->mps = PCL_TOPO_MPS_UNKNOWN;
   if (cuda_dev < 0)
     return;
   int count = 0;
@@ -110,6 +127,7 @@ static void fill_gpu(pcl_topo_rank_t *me, int cuda_dev) {
   for (char *c = bus; *c; c++)
     *c = (char)tolower((unsigned char)*c);
   me->cuda_dev = cuda_dev;
+  me->mps = gpu_mps(cuda_dev);
   snprintf(me->bus_id, sizeof(me->bus_id), "%s", bus);
   char path[128];
   snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/numa_node", me->bus_id);
@@ -205,9 +223,10 @@ ncclResult_t pcl_topo_create(pcl_bootstrap_t *b, int cuda_dev, pcl_topo_t **out)
   fill_access_row(t);
   /* Row i of the matrix is an n-byte slot of the all-gather. */
   PCL_CHECK_GOTO(pcl_bootstrap_allgather(b, t->access, (size_t)n), res, err);
-  PCL_INFO(PCL_LOG_TOPO, "topo: rank %d/%d node %d of %d, local rank %d of %d, gpu %d %s", r, n,
-           t->node[r], t->nnodes, t->local_rank[r], t->node_nranks[r], me->cuda_dev,
-           me->bus_id[0] ? me->bus_id : "(none)");
+  static const char *const mps_names[] = {"unknown", "off", "on"};
+  PCL_INFO(PCL_LOG_TOPO, "topo: rank %d/%d node %d of %d, local rank %d of %d, gpu %d %s, MPS %s",
+           r, n, t->node[r], t->nnodes, t->local_rank[r], t->node_nranks[r], me->cuda_dev,
+           me->bus_id[0] ? me->bus_id : "(none)", mps_names[me->mps]);
   *out = t;
   return ncclSuccess;
 err:
@@ -255,6 +274,9 @@ static int in_range(const pcl_topo_t *t, int r) {
 }
 const pcl_topo_rank_t *pcl_topo_rank_info(const pcl_topo_t *t, int r) {
   return in_range(t, r) ? &t->ranks[r] : NULL;
+}
+const pcl_topo_rank_t *pcl_topo_ranks(const pcl_topo_t *t) {
+  return t->ranks;
 }
 int pcl_topo_nnodes(const pcl_topo_t *t) {
   return t->nnodes;

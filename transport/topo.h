@@ -14,6 +14,10 @@ extern "C" {
 
 #define PCL_TOPO_BUSID_LEN 20
 
+/* pcl_topo_rank_t.mps: 0 (what a zeroed record says) is "unknown", so that made-up or old
+ * records never claim that MPS is off. */
+enum { PCL_TOPO_MPS_UNKNOWN = 0, PCL_TOPO_MPS_OFF = 1, PCL_TOPO_MPS_ON = 2 };
+
 /* What each rank contributes (all-gathered; fixed layout). */
 typedef struct {
   uint64_t host_hash; /* same value <=> same host */
@@ -24,6 +28,7 @@ typedef struct {
   int32_t numa_node;               /* of the GPU, -1 unknown */
   char bus_id[PCL_TOPO_BUSID_LEN]; /* "0000:3b:00.0" (lowercase), "" without a GPU */
   uint32_t ib_devices;             /* usable InfiniBand/RoCE devices in the rank's process */
+  int32_t mps;                     /* PCL_TOPO_MPS_*: the rank's process is an MPS client there */
 } pcl_topo_rank_t;
 
 typedef struct pcl_topo pcl_topo_t;
@@ -40,6 +45,8 @@ ncclResult_t pcl_topo_create_from(int rank, int nranks, const pcl_topo_rank_t *r
 int pcl_topo_rank(const pcl_topo_t *t);
 int pcl_topo_nranks(const pcl_topo_t *t);
 const pcl_topo_rank_t *pcl_topo_rank_info(const pcl_topo_t *t, int rank);
+/* Every rank's record, [nranks] in rank order. */
+const pcl_topo_rank_t *pcl_topo_ranks(const pcl_topo_t *t);
 
 /* Nodes (hosts) are numbered 0.. in order of their lowest rank. */
 int pcl_topo_nnodes(const pcl_topo_t *t);

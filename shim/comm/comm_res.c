@@ -10,6 +10,7 @@
 #include "alloc.h"
 #include "comm_int.h"
 #include "comm_layout.h"
+#include "comm_mps.h"
 #include "exec.h"
 #include "kernels.h"
 #include "log.h"
@@ -264,6 +265,8 @@ ncclResult_t pcl_comm_res_create(pcl_bootstrap_t *boot, int cuda_dev, struct pcl
   p->local_rank = pcl_topo_local_rank(p->topo, p->rank);
   p->ranks_per_gpu = pcl_topo_max_ranks_per_gpu(p->topo);
   p->procs = process_model(p->topo);
+  /* Planned or pass-through, processes sharing a GPU without MPS are slow: say why, once. */
+  pcl_comm_mps_warn(p->topo);
   if (check_eligible(p, &layout, why, whylen) != 0)
     goto passthrough;
   PCL_CHECK_GOTO(alloc_scratch(p, layout.scratch_need, &go, why, whylen), res, fail_comm);

@@ -510,6 +510,7 @@ END_TEST
 TCase *dispatch_tcase_plans_search(void); /* test_plans_search.c */
 TCase *dispatch_tcase_comm_layout(void);  /* test_comm_layout.c */
 TCase *dispatch_tcase_comm_vote(void);    /* test_comm_vote.c */
+TCase *dispatch_tcase_comm_mps(void);     /* test_comm_mps.c */
 
 /* A tuning table for 2-rank in-place allreduce, ranks as threads with a GPU each: NCCL up to
  * 1 KiB; the opt-in two-phase plan from 1040 bytes to 64 KiB, sizes below its own range (from
@@ -606,5 +607,6 @@ int main(void) {
   suite_add_tcase(s, dispatch_tcase_plans_search());
   suite_add_tcase(s, dispatch_tcase_comm_layout());
   suite_add_tcase(s, dispatch_tcase_comm_vote());
+  suite_add_tcase(s, dispatch_tcase_comm_mps());
   return pcl_test_run_suite(s);
 }
