@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * Exported collectives and point-to-point calls: check the arguments (docs/architecture.md, "the
  * path of one call", step 1), build one request, hand it to pcl_dispatch; bad ones get a WARN here.
- * The per-call-config collectives (2.31) and the one-sided calls (2.29) are only forwarded. */
+ * The per-call-config collectives (2.31) go through the dispatcher too; the one-sided calls
+ * (2.29) are only forwarded. */
 #include "comm.h"
 #include "comm_int.h"
 #include "dispatch.h"
@@ -82,38 +83,70 @@ static ncclResult_t run(const char *fn, ncclComm_t comm, struct pcl_coll_args *a
   if (pcl_fallback_fns() == NULL)
     return pcl_fallback_none(fn);
   PCL_CHECK(pcl_comm_lookup_real(fn, comm, caller, &a->comm, &a->real));
+  PCL_CHECK(pcl_comm_refuse_suspended(fn, a->comm));
   PCL_CHECK(check_args(fn, a));
   return pcl_dispatch(a);
 }
 
-PCL_API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
-                                   ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                   cudaStream_t stream) {
-  struct pcl_coll_args a = {.coll = PCL_COLL_ALLREDUCE,
-                            .sendbuff = sendbuff,
-                            .recvbuff = recvbuff,
-                            .count = count,
-                            .dtype = datatype,
-                            .op = op,
-                            .root = -1,
-                            .stream = stream};
-  return run("ncclAllReduce", comm, &a, PCL_CALLER);
-}
-PCL_ALIAS(ncclAllReduce)
+/* Each collective with a per-call-config twin (2.31): both build the same request, and the twin
+ * adds the caller's config. config == NULL is exactly the plain call (planned when a plan fits,
+ * else forwarded to the real plain function, which NCCL defines as the same call); a config goes
+ * to the real NCCL's same *Config function untouched (pcl_coll_args.config, dispatch.h). Like
+ * count and dtype, whether a config is passed must be alike on every rank. */
+#define PCL_COLL(fn, params, ...)                                                                  \
+  PCL_API ncclResult_t fn(params, ncclComm_t comm, cudaStream_t stream) {                          \
+    struct pcl_coll_args a = {__VA_ARGS__, .stream = stream};                                      \
+    return run(#fn, comm, &a, PCL_CALLER);                                                         \
+  }                                                                                                \
+  PCL_ALIAS(fn)                                                                                    \
+  PCL_API ncclResult_t fn##Config(params, ncclComm_t comm, cudaStream_t stream,                    \
+                                  const pcl_coll_config_t *config) {                               \
+    struct pcl_coll_args a = {__VA_ARGS__, .stream = stream, .config = config};                    \
+    return run(#fn "Config", comm, &a, PCL_CALLER);                                                \
+  }                                                                                                \
+  PCL_ALIAS(fn##Config)
 
-PCL_API ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
-                                   ncclDataType_t datatype, int root, ncclComm_t comm,
-                                   cudaStream_t stream) {
-  struct pcl_coll_args a = {.coll = PCL_COLL_BROADCAST,
-                            .sendbuff = sendbuff,
-                            .recvbuff = recvbuff,
-                            .count = count,
-                            .dtype = datatype,
-                            .root = root,
-                            .stream = stream};
-  return run("ncclBroadcast", comm, &a, PCL_CALLER);
-}
-PCL_ALIAS(ncclBroadcast)
+/* A parameter list, one macro argument. */
+#define PCL_LIST(...) __VA_ARGS__
+
+PCL_COLL(ncclAllReduce,
+         PCL_LIST(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                  ncclRedOp_t op),
+         .coll = PCL_COLL_ALLREDUCE, .sendbuff = sendbuff, .recvbuff = recvbuff, .count = count,
+         .dtype = datatype, .op = op, .root = -1)
+PCL_COLL(ncclBroadcast,
+         PCL_LIST(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                  int root),
+         .coll = PCL_COLL_BROADCAST, .sendbuff = sendbuff, .recvbuff = recvbuff, .count = count,
+         .dtype = datatype, .root = root)
+PCL_COLL(ncclReduce,
+         PCL_LIST(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                  ncclRedOp_t op, int root),
+         .coll = PCL_COLL_REDUCE, .sendbuff = sendbuff, .recvbuff = recvbuff, .count = count,
+         .dtype = datatype, .op = op, .root = root)
+PCL_COLL(ncclAllGather,
+         PCL_LIST(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype),
+         .coll = PCL_COLL_ALLGATHER, .sendbuff = sendbuff, .recvbuff = recvbuff, .count = sendcount,
+         .dtype = datatype, .root = -1)
+PCL_COLL(ncclReduceScatter,
+         PCL_LIST(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
+                  ncclRedOp_t op),
+         .coll = PCL_COLL_REDUCESCATTER, .sendbuff = sendbuff, .recvbuff = recvbuff,
+         .count = recvcount, .dtype = datatype, .op = op, .root = -1)
+PCL_COLL(ncclAlltoAll,
+         PCL_LIST(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype),
+         .coll = PCL_COLL_ALLTOALL, .sendbuff = sendbuff, .recvbuff = recvbuff, .count = count,
+         .dtype = datatype, .root = -1)
+PCL_COLL(ncclGather,
+         PCL_LIST(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                  int root),
+         .coll = PCL_COLL_GATHER, .sendbuff = sendbuff, .recvbuff = recvbuff, .count = count,
+         .dtype = datatype, .root = root)
+PCL_COLL(ncclScatter,
+         PCL_LIST(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                  int root),
+         .coll = PCL_COLL_SCATTER, .sendbuff = sendbuff, .recvbuff = recvbuff, .count = count,
+         .dtype = datatype, .root = root)
 
 PCL_API ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
                                ncclComm_t comm, cudaStream_t stream) {
@@ -128,90 +161,6 @@ PCL_API ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype
   return run("ncclBcast", comm, &a, PCL_CALLER);
 }
 PCL_ALIAS(ncclBcast)
-
-PCL_API ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
-                                ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-                                cudaStream_t stream) {
-  struct pcl_coll_args a = {.coll = PCL_COLL_REDUCE,
-                            .sendbuff = sendbuff,
-                            .recvbuff = recvbuff,
-                            .count = count,
-                            .dtype = datatype,
-                            .op = op,
-                            .root = root,
-                            .stream = stream};
-  return run("ncclReduce", comm, &a, PCL_CALLER);
-}
-PCL_ALIAS(ncclReduce)
-
-PCL_API ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
-                                   ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  struct pcl_coll_args a = {.coll = PCL_COLL_ALLGATHER,
-                            .sendbuff = sendbuff,
-                            .recvbuff = recvbuff,
-                            .count = sendcount,
-                            .dtype = datatype,
-                            .root = -1,
-                            .stream = stream};
-  return run("ncclAllGather", comm, &a, PCL_CALLER);
-}
-PCL_ALIAS(ncclAllGather)
-
-PCL_API ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
-                                       ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                       cudaStream_t stream) {
-  struct pcl_coll_args a = {.coll = PCL_COLL_REDUCESCATTER,
-                            .sendbuff = sendbuff,
-                            .recvbuff = recvbuff,
-                            .count = recvcount,
-                            .dtype = datatype,
-                            .op = op,
-                            .root = -1,
-                            .stream = stream};
-  return run("ncclReduceScatter", comm, &a, PCL_CALLER);
-}
-PCL_ALIAS(ncclReduceScatter)
-
-PCL_API ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
-                                  ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  struct pcl_coll_args a = {.coll = PCL_COLL_ALLTOALL,
-                            .sendbuff = sendbuff,
-                            .recvbuff = recvbuff,
-                            .count = count,
-                            .dtype = datatype,
-                            .root = -1,
-                            .stream = stream};
-  return run("ncclAlltoAll", comm, &a, PCL_CALLER);
-}
-PCL_ALIAS(ncclAlltoAll)
-
-PCL_API ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
-                                ncclDataType_t datatype, int root, ncclComm_t comm,
-                                cudaStream_t stream) {
-  struct pcl_coll_args a = {.coll = PCL_COLL_GATHER,
-                            .sendbuff = sendbuff,
-                            .recvbuff = recvbuff,
-                            .count = count,
-                            .dtype = datatype,
-                            .root = root,
-                            .stream = stream};
-  return run("ncclGather", comm, &a, PCL_CALLER);
-}
-PCL_ALIAS(ncclGather)
-
-PCL_API ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
-                                 ncclDataType_t datatype, int root, ncclComm_t comm,
-                                 cudaStream_t stream) {
-  struct pcl_coll_args a = {.coll = PCL_COLL_SCATTER,
-                            .sendbuff = sendbuff,
-                            .recvbuff = recvbuff,
-                            .count = count,
-                            .dtype = datatype,
-                            .root = root,
-                            .stream = stream};
-  return run("ncclScatter", comm, &a, PCL_CALLER);
-}
-PCL_ALIAS(ncclScatter)
 
 PCL_API ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
                               ncclComm_t comm, cudaStream_t stream) {
@@ -250,62 +199,15 @@ static ncclResult_t note_forward(pcl_coll_t coll, struct ncclComm *c, ncclComm_t
   return pcl_group_note_forward(&a);
 }
 
-/* The per-call-config collectives go to the real NCCL's same function, on planned communicators
- * too: no plan runs them yet (docs/versions.md). The config passes through untouched: it grew
- * between releases and carries a vendor extension list, so planccl never reads, sizes or copies
- * it. */
-#define PCL_CONFIG_COLL(fn, coll, params, args)                                                    \
-  PCL_API ncclResult_t fn(params, ncclComm_t comm, cudaStream_t stream,                            \
-                          const pcl_coll_config_t *config) {                                       \
-    PCL_NEED_COMM(fn, comm);                                                                       \
-    PCL_CHECK(note_forward(coll, c, real, stream));                                                \
-    return pcl_errors_real_result(F->fn(args, real, stream, config));                              \
-  }                                                                                                \
-  PCL_ALIAS(fn)
-
-/* Parameter and argument lists, each one macro argument. */
-#define PCL_LIST(...) __VA_ARGS__
-
-PCL_CONFIG_COLL(ncclAllReduceConfig, PCL_COLL_ALLREDUCE,
-                PCL_LIST(const void *sendbuff, void *recvbuff, size_t count,
-                         ncclDataType_t datatype, ncclRedOp_t op),
-                PCL_LIST(sendbuff, recvbuff, count, datatype, op))
-PCL_CONFIG_COLL(ncclBroadcastConfig, PCL_COLL_BROADCAST,
-                PCL_LIST(const void *sendbuff, void *recvbuff, size_t count,
-                         ncclDataType_t datatype, int root),
-                PCL_LIST(sendbuff, recvbuff, count, datatype, root))
-PCL_CONFIG_COLL(ncclReduceConfig, PCL_COLL_REDUCE,
-                PCL_LIST(const void *sendbuff, void *recvbuff, size_t count,
-                         ncclDataType_t datatype, ncclRedOp_t op, int root),
-                PCL_LIST(sendbuff, recvbuff, count, datatype, op, root))
-PCL_CONFIG_COLL(ncclAllGatherConfig, PCL_COLL_ALLGATHER,
-                PCL_LIST(const void *sendbuff, void *recvbuff, size_t sendcount,
-                         ncclDataType_t datatype),
-                PCL_LIST(sendbuff, recvbuff, sendcount, datatype))
-PCL_CONFIG_COLL(ncclReduceScatterConfig, PCL_COLL_REDUCESCATTER,
-                PCL_LIST(const void *sendbuff, void *recvbuff, size_t recvcount,
-                         ncclDataType_t datatype, ncclRedOp_t op),
-                PCL_LIST(sendbuff, recvbuff, recvcount, datatype, op))
-PCL_CONFIG_COLL(ncclAlltoAllConfig, PCL_COLL_ALLTOALL,
-                PCL_LIST(const void *sendbuff, void *recvbuff, size_t count,
-                         ncclDataType_t datatype),
-                PCL_LIST(sendbuff, recvbuff, count, datatype))
-PCL_CONFIG_COLL(ncclGatherConfig, PCL_COLL_GATHER,
-                PCL_LIST(const void *sendbuff, void *recvbuff, size_t count,
-                         ncclDataType_t datatype, int root),
-                PCL_LIST(sendbuff, recvbuff, count, datatype, root))
-PCL_CONFIG_COLL(ncclScatterConfig, PCL_COLL_SCATTER,
-                PCL_LIST(const void *sendbuff, void *recvbuff, size_t count,
-                         ncclDataType_t datatype, int root),
-                PCL_LIST(sendbuff, recvbuff, count, datatype, root))
-
 /* One-sided calls (2.29): the peer's window is the real NCCL's own handle, which is what
- * ncclCommWindowRegister handed the caller, so only the communicator changes. */
+ * ncclCommWindowRegister handed the caller, so only the communicator changes. Refused on a
+ * suspended communicator, as the collectives are. */
 PCL_API ncclResult_t ncclPutSignal(const void *localbuff, size_t count, ncclDataType_t datatype,
                                    int peer, ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx,
                                    int ctx, unsigned int flags, ncclComm_t comm,
                                    cudaStream_t stream) {
   PCL_NEED_COMM(ncclPutSignal, comm);
+  PCL_CHECK(pcl_comm_refuse_suspended("ncclPutSignal", c));
   PCL_CHECK(note_forward(PCL_COLL_SEND, c, real, stream));
   return pcl_errors_real_result(F->ncclPutSignal(localbuff, count, datatype, peer, peerWin,
                                                  peerWinOffset, sigIdx, ctx, flags, real, stream));
@@ -315,6 +217,7 @@ PCL_ALIAS(ncclPutSignal)
 PCL_API ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
                                 cudaStream_t stream) {
   PCL_NEED_COMM(ncclSignal, comm);
+  PCL_CHECK(pcl_comm_refuse_suspended("ncclSignal", c));
   PCL_CHECK(note_forward(PCL_COLL_SEND, c, real, stream));
   return pcl_errors_real_result(F->ncclSignal(peer, sigIdx, ctx, flags, real, stream));
 }
@@ -323,6 +226,7 @@ PCL_ALIAS(ncclSignal)
 PCL_API ncclResult_t ncclWaitSignal(int nDesc, pcl_wait_signal_desc_t *signalDescs, ncclComm_t comm,
                                     cudaStream_t stream) {
   PCL_NEED_COMM(ncclWaitSignal, comm);
+  PCL_CHECK(pcl_comm_refuse_suspended("ncclWaitSignal", c));
   PCL_CHECK(note_forward(PCL_COLL_RECV, c, real, stream));
   return pcl_errors_real_result(F->ncclWaitSignal(nDesc, signalDescs, real, stream));
 }

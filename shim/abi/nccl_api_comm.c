@@ -465,18 +465,32 @@ PCL_QUERY(ncclCommUserRank, rank)
 
 /* ---- NCCL 2.29: memory offload, grow, properties ---- */
 
-/* Suspend and resume release and restore the real NCCL's memory only: planccl's own buffers of a
- * planned communicator stay allocated (docs/versions.md), and its plans do not check for a
- * suspended communicator (NCCL refuses calls on one; calling it suspended is the caller's bug). */
+/* Suspend and resume release and restore the real NCCL's memory. NCCL forbids collectives on a
+ * suspended communicator, and planccl's plans would still run on one (its kernels use its own
+ * buffers), so planccl marks the communicator once the real suspend succeeded and refuses every
+ * collective, planned or forwarded, one-sided call and registration on it until a resume
+ * succeeds (pcl_comm_refuse_suspended). The mark follows the real state: a failed real call
+ * leaves it as it was, and a suspend of a suspended communicator or a resume of a running one is
+ * whatever the real NCCL answers. ncclInProgress (non-blocking) counts as done: the suspend is
+ * under way, and planccl's own resources, which a resume restores, never left.
+ * planccl's own buffers (scratch, channels, programs) stay allocated while suspended: they are
+ * small beside NCCL's, and re-creating them would re-map every peer's memory, which needs every
+ * rank in a collective step that suspend and resume do not promise. */
+static ncclResult_t set_suspended(struct ncclComm *c, ncclResult_t res, int suspended) {
+  if (c != NULL && (res == ncclSuccess || res == ncclInProgress))
+    atomic_store_explicit(&c->suspended, suspended, memory_order_relaxed);
+  return res;
+}
+
 PCL_API ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
   PCL_NEED_COMM(ncclCommSuspend, comm);
-  return pcl_errors_real_result(F->ncclCommSuspend(real, flags));
+  return set_suspended(c, pcl_errors_real_result(F->ncclCommSuspend(real, flags)), 1);
 }
 PCL_ALIAS(ncclCommSuspend)
 
 PCL_API ncclResult_t ncclCommResume(ncclComm_t comm) {
   PCL_NEED_COMM(ncclCommResume, comm);
-  return pcl_errors_real_result(F->ncclCommResume(real));
+  return set_suspended(c, pcl_errors_real_result(F->ncclCommResume(real)), 0);
 }
 PCL_ALIAS(ncclCommResume)
 

@@ -30,6 +30,7 @@ PCL_ALIAS(ncclMemFree)
 PCL_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size,
                                       void **handle) {
   PCL_NEED_COMM(ncclCommRegister, comm);
+  PCL_CHECK(pcl_comm_refuse_suspended("ncclCommRegister", c));
   ncclResult_t res = pcl_errors_real_result(F->ncclCommRegister(real, buff, size, handle));
   if (res != ncclSuccess || c == NULL || handle == NULL)
     return res;
@@ -64,6 +65,7 @@ PCL_ALIAS(ncclCommDeregister)
 PCL_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size,
                                             ncclWindow_t *win, int winFlags) {
   PCL_NEED_COMM(ncclCommWindowRegister, comm);
+  PCL_CHECK(pcl_comm_refuse_suspended("ncclCommWindowRegister", c));
   ncclResult_t res =
       pcl_errors_real_result(F->ncclCommWindowRegister(real, buff, size, win, winFlags));
   if (res != ncclSuccess || c == NULL || win == NULL || !(winFlags & NCCL_WIN_COLL_SYMMETRIC))

@@ -241,6 +241,19 @@ ncclResult_t pcl_comm_lookup_real(const char *fn, ncclComm_t handle, const void 
   return ncclSuccess;
 }
 
+ncclResult_t pcl_comm_refuse_suspended(const char *fn, struct ncclComm *c) {
+  if (c == NULL || !atomic_load_explicit(&c->suspended, memory_order_relaxed))
+    return ncclSuccess;
+  if (!__atomic_exchange_n(&c->suspended_warned, 1, __ATOMIC_RELAXED))
+    PCL_WARN(PCL_LOG_SHIM,
+             "%s: communicator %p is suspended (ncclCommSuspend): collectives and registrations "
+             "on it are refused until ncclCommResume",
+             fn, (void *)c);
+  else
+    PCL_INFO(PCL_LOG_SHIM, "%s: communicator %p is suspended; ncclInvalidUsage", fn, (void *)c);
+  return ncclInvalidUsage;
+}
+
 void pcl_comm_learn_ranks(struct ncclComm *c) {
   if (c->rank >= 0 && c->nranks > 0)
     return;

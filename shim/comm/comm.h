@@ -75,6 +75,12 @@ struct ncclComm {
   uint64_t path_logged[PCL_COLL_COUNT]; /* bit k: path of size class 2^k logged at INFO */
   struct pcl_dcache_entry dcache[PCL_DCACHE_SETS][PCL_DCACHE_WAYS];
   _Atomic int async_error; /* an ncclResult_t raised by planccl's own kernels or proxy */
+  /* The real ncclCommSuspend succeeded (or is in progress) and no ncclCommResume has succeeded
+   * since: collectives and registrations are refused (pcl_comm_refuse_suspended). Relaxed: NCCL
+   * forbids calls on a communicator concurrent with its suspend or resume, so the caller orders
+   * them; the flag only has to be the value the last of them wrote. */
+  _Atomic int suspended;
+  int suspended_warned; /* a refusal was WARNed (atomic exchange): once per communicator */
   volatile uint32_t abort_flag;
 
   uint64_t end_magic;
@@ -112,6 +118,10 @@ static inline ncclComm_t pcl_comm_real(struct ncclComm *c) {
 
 /* Fills rank/nranks from the real comm when unknown; leaves -1 when it cannot. */
 void pcl_comm_learn_ranks(struct ncclComm *c);
+
+/* ncclInvalidUsage when c is suspended, naming `fn` in one WARN per communicator (later refusals
+ * at INFO); ncclSuccess otherwise, and for NULL (a bare real comm: the real library judges). */
+ncclResult_t pcl_comm_refuse_suspended(const char *fn, struct ncclComm *c);
 
 /* PreMulSum op bookkeeping. */
 ncclResult_t pcl_comm_premul_add(struct ncclComm *c, ncclRedOp_t op);

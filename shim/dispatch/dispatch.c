@@ -30,71 +30,6 @@ static void read_params(void) {
              bad);
 }
 
-ncclResult_t pcl_dispatch_forward(const struct pcl_coll_args *a) {
-  const struct pcl_nccl_fns *F = pcl_fallback_fns();
-  if (F == NULL)
-    return pcl_fallback_none(pcl_coll_name(a->coll));
-  ncclResult_t res;
-#define NEED(fn)                                                                                   \
-  if (F->fn == NULL)                                                                               \
-  return pcl_fallback_missing(#fn)
-  switch (a->coll) {
-  case PCL_COLL_ALLREDUCE:
-    NEED(ncclAllReduce);
-    res = F->ncclAllReduce(a->sendbuff, a->recvbuff, a->count, a->dtype, a->op, a->real, a->stream);
-    break;
-  case PCL_COLL_BROADCAST:
-    if (a->legacy_bcast) {
-      NEED(ncclBcast);
-      res = F->ncclBcast(a->recvbuff, a->count, a->dtype, a->root, a->real, a->stream);
-    } else {
-      NEED(ncclBroadcast);
-      res = F->ncclBroadcast(a->sendbuff, a->recvbuff, a->count, a->dtype, a->root, a->real,
-                             a->stream);
-    }
-    break;
-  case PCL_COLL_REDUCE:
-    NEED(ncclReduce);
-    res = F->ncclReduce(a->sendbuff, a->recvbuff, a->count, a->dtype, a->op, a->root, a->real,
-                        a->stream);
-    break;
-  case PCL_COLL_ALLGATHER:
-    NEED(ncclAllGather);
-    res = F->ncclAllGather(a->sendbuff, a->recvbuff, a->count, a->dtype, a->real, a->stream);
-    break;
-  case PCL_COLL_REDUCESCATTER:
-    NEED(ncclReduceScatter);
-    res = F->ncclReduceScatter(a->sendbuff, a->recvbuff, a->count, a->dtype, a->op, a->real,
-                               a->stream);
-    break;
-  case PCL_COLL_ALLTOALL:
-    NEED(ncclAlltoAll);
-    res = F->ncclAlltoAll(a->sendbuff, a->recvbuff, a->count, a->dtype, a->real, a->stream);
-    break;
-  case PCL_COLL_GATHER:
-    NEED(ncclGather);
-    res = F->ncclGather(a->sendbuff, a->recvbuff, a->count, a->dtype, a->root, a->real, a->stream);
-    break;
-  case PCL_COLL_SCATTER:
-    NEED(ncclScatter);
-    res = F->ncclScatter(a->sendbuff, a->recvbuff, a->count, a->dtype, a->root, a->real, a->stream);
-    break;
-  case PCL_COLL_SEND:
-    NEED(ncclSend);
-    res = F->ncclSend(a->sendbuff, a->count, a->dtype, a->root, a->real, a->stream);
-    break;
-  case PCL_COLL_RECV:
-    NEED(ncclRecv);
-    res = F->ncclRecv(a->recvbuff, a->count, a->dtype, a->root, a->real, a->stream);
-    break;
-  default:
-    PCL_WARN(PCL_LOG_SHIM, "internal error: unknown collective %d", (int)a->coll);
-    return ncclInternalError;
-  }
-#undef NEED
-  return pcl_errors_real_result(res);
-}
-
 /* NCCL's in-place rules (pointer equality, offset by rank for gather/scatter-like calls). */
 static int is_inplace(const struct pcl_coll_args *a, int rank) {
   size_t es = pcl_dtype_bytes(a->dtype);
@@ -109,11 +44,13 @@ static int is_inplace(const struct pcl_coll_args *a, int rank) {
   }
 }
 
-static int have_real(pcl_coll_t coll) {
+static int have_real(const struct pcl_coll_args *a) {
   const struct pcl_nccl_fns *F = pcl_fallback_fns();
   if (F == NULL)
     return 0;
-  switch (coll) {
+  if (a->config != NULL)
+    return 1; /* forward() refuses a missing *Config function itself, with its own WARN */
+  switch (a->coll) {
   case PCL_COLL_ALLREDUCE:
     return F->ncclAllReduce != NULL;
   case PCL_COLL_BROADCAST:
@@ -185,6 +122,7 @@ static void decide(struct ncclComm *c, const struct pcl_coll_args *a, int inplac
                                      .inplace = inplace,
                                      .root = a->root,
                                      .registered = registered,
+                                     .call_config = a->config != NULL,
                                      .nranks = p ? p->nranks : c->nranks,
                                      .ranks_per_node = p ? p->ranks_per_node : 0,
                                      .ranks_per_gpu = p ? p->ranks_per_gpu : 1,
@@ -192,7 +130,7 @@ static void decide(struct ncclComm *c, const struct pcl_coll_args *a, int inplac
                                      .planccl_ok = p != NULL,
                                      .disabled = disabled,
                                      .force_mask = force_mask,
-                                     .have_real = have_real(a->coll),
+                                     .have_real = have_real(a),
                                      .registry = p ? p->reg : NULL,
                                      .caps = p ? &p->caps : NULL};
   pcl_dispatch_decide(in, d);
@@ -346,6 +284,44 @@ ncclResult_t pcl_dispatch_launch(const struct pcl_coll_args *a,
   return res;
 }
 
+/* Carries out a counted decision. */
+static ncclResult_t carry_out(struct ncclComm *c, const struct pcl_coll_args *a,
+                              const struct pcl_dispatch_decision *d) {
+  switch (d->path) {
+  case PCL_PATH_NOOP:
+    return ncclSuccess;
+  case PCL_PATH_PLAN:
+    if (pcl_group_depth() > 0)
+      return pcl_group_enqueue(a, d);
+    return pcl_dispatch_launch(a, d);
+  case PCL_PATH_NCCL:
+    if (pcl_group_depth() > 0)
+      PCL_CHECK(pcl_group_note_forward(a));
+    return pcl_dispatch_forward(a);
+  default:
+    PCL_WARN(PCL_LOG_SHIM,
+             "nccl%s: %zu elements of dtype %d (op %d) on %d ranks: no plan can run "
+             "it (%s) and no real NCCL is loaded to run it instead; set PLANCCL_NCCL_LIB",
+             pcl_coll_name(a->coll), a->count, (int)a->dtype, (int)a->op, c->nranks,
+             pcl_why_name(d->why));
+    return ncclInvalidUsage;
+  }
+}
+
+/* A call with a per-call config (config != NULL): planccl cannot honour it, so it is forwarded,
+ * and counted under its own reason. It bypasses the decision cache, whose key has no room for the
+ * config's presence and which it would only fill with entries that need no lookup. */
+static ncclResult_t dispatch_config(struct ncclComm *c, const struct pcl_coll_args *a,
+                                    int inplace) {
+  struct pcl_dispatch_inputs in;
+  struct pcl_dispatch_decision d;
+  int ok;
+  decide(c, a, inplace, 0, &in, &d);
+  d.msg_bytes = pcl_dispatch_msg_bytes(a->coll, a->count, a->dtype, in.nranks, &ok);
+  pcl_stats_add(c->stats, a->coll, pcl_stats_slot(c->stats, &d), d.msg_bytes);
+  return carry_out(c, a, &d);
+}
+
 ncclResult_t pcl_dispatch(const struct pcl_coll_args *a) {
   struct ncclComm *c = a->comm;
   if (c == NULL)
@@ -359,6 +335,8 @@ ncclResult_t pcl_dispatch(const struct pcl_coll_args *a) {
     return pcl_dispatch_forward(a);
   }
   int inplace = is_inplace(a, c->rank);
+  if (a->config != NULL)
+    return dispatch_config(c, a, inplace);
   uint32_t tag = 1u | (uint32_t)a->coll << 1 | (uint32_t)inplace << 5 |
                  ((uint32_t)a->dtype & 31u) << 6 | ((uint32_t)a->op & 0x1fffffu) << 11;
   /* The root only matters to broadcast/reduce: fold it into the count key for them. */
@@ -379,23 +357,5 @@ ncclResult_t pcl_dispatch(const struct pcl_coll_args *a) {
     e = lookup(c, a, inplace, tag, key ^ 1ull << 63 ^ (uint64_t)pcl_exec_userbuf_is_view(ub) << 62);
   }
   pcl_stats_add(c->stats, a->coll, e->stat_slot, e->d.msg_bytes);
-  switch (e->d.path) {
-  case PCL_PATH_NOOP:
-    return ncclSuccess;
-  case PCL_PATH_PLAN:
-    if (pcl_group_depth() > 0)
-      return pcl_group_enqueue(a, &e->d);
-    return pcl_dispatch_launch(a, &e->d);
-  case PCL_PATH_NCCL:
-    if (pcl_group_depth() > 0)
-      PCL_CHECK(pcl_group_note_forward(a));
-    return pcl_dispatch_forward(a);
-  default:
-    PCL_WARN(PCL_LOG_SHIM,
-             "nccl%s: %zu elements of dtype %d (op %d) on %d ranks: no plan can run "
-             "it (%s) and no real NCCL is loaded to run it instead; set PLANCCL_NCCL_LIB",
-             pcl_coll_name(a->coll), a->count, (int)a->dtype, (int)a->op, c->nranks,
-             pcl_why_name(e->d.why));
-    return ncclInvalidUsage;
-  }
+  return carry_out(c, a, &e->d);
 }

@@ -38,6 +38,10 @@ struct pcl_coll_args {
   struct ncclComm *comm; /* planccl's comm; NULL when called with a bare real comm */
   ncclComm_t real;       /* the real NCCL comm, never NULL */
   cudaStream_t stream;
+  /* The ncclCollConfig_t of an nccl*Config call (2.31), or NULL (the plain call, or a config call
+   * passing NULL). Never read, sized or copied: its layout grows between releases and it carries
+   * a vendor extension list. Only handed to the real NCCL's same *Config function. */
+  const void *config;
   /* Set by the dispatcher: the view of both buffers inside planccl windows (zero-copy plans may
    * run), or NULL. */
   struct pcl_exec_userbuf *ub;
@@ -76,6 +80,7 @@ typedef enum {
   PCL_WHY_PLACEMENT,     /* broadcast/reduce whose in-place and out-of-place plans differ for
                             non-roots (or only one exists): ranks may see placement differently */
   PCL_WHY_TUNED_NCCL,    /* the tuning file measured NCCL faster for this call */
+  PCL_WHY_CALL_CONFIG,   /* an nccl*Config call with a config: only the real NCCL can honour it */
   PCL_WHY_COUNT
 } pcl_why_t;
 
@@ -100,6 +105,10 @@ struct pcl_dispatch_inputs {
   int inplace;
   int root;       /* broadcast, reduce */
   int registered; /* both buffers lie in symmetric windows: zero-copy plans are candidates */
+  /* A per-call config came with the call (nccl*Config, config != NULL). Like count and dtype its
+   * presence is assumed alike on every rank (NCCL asks the same of a collective's arguments): a
+   * rank passing one while a peer passes NULL would forward while the peer runs a plan. */
+  int call_config;
   /* The communicator and the process. */
   int nranks, ranks_per_node;
   int ranks_per_gpu;                  /* the most ranks sharing one GPU (1: a GPU each) */

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT
  * The dispatch decision as a pure function (docs/architecture.md, "the path of one call", step 3):
- * disabled or forced -> NCCL; a plan for (collective, world, ranks per node, in-place, bytes) that
- * the kernels can run -> plan (the tuning file's choice where it has the call's shape and size,
- * else the untuned rules); else NCCL; with no real NCCL -> error. Every input is a value all
- * ranks share, so all ranks take the same path and packet flags stay in lock-step. */
+ * a per-call config, disabled or forced -> NCCL; a plan for (collective, world, ranks per node,
+ * in-place, bytes) that the kernels can run -> plan (the tuning file's choice where it has the
+ * call's shape and size, else the untuned rules); else NCCL; with no real NCCL -> error. Every
+ * input is a value all ranks share, so all ranks take the same path and packet flags stay in
+ * lock-step. */
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +36,7 @@ const char *pcl_why_name(pcl_why_t why) {
       [PCL_WHY_PLAN_OP] = "the plan names another reduce_op",
       [PCL_WHY_PLACEMENT] = "in-place and out-of-place plans differ for non-roots",
       [PCL_WHY_TUNED_NCCL] = "tuning file chose NCCL",
+      [PCL_WHY_CALL_CONFIG] = "per-call config",
   };
   return (unsigned)why < PCL_WHY_COUNT ? names[why] : "?";
 }
@@ -114,6 +116,11 @@ static void set(struct pcl_dispatch_decision *d, pcl_path_t path, pcl_why_t why)
 void pcl_dispatch_decide(const struct pcl_dispatch_inputs *in, struct pcl_dispatch_decision *d) {
   memset(d, 0, sizeof(*d));
   int pc = plan_coll(in->coll);
+  if (in->call_config) {
+    /* Before count 0: what the config asks of even an empty call is the real NCCL's to say. */
+    set(d, in->have_real ? PCL_PATH_NCCL : PCL_PATH_ERROR, PCL_WHY_CALL_CONFIG);
+    return;
+  }
   if (pc >= 0 && in->count == 0) { /* NCCL drops count-0 collectives (send/recv are kept) */
     set(d, PCL_PATH_NOOP, PCL_WHY_COUNT0);
     return;

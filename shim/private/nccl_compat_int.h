@@ -1,11 +1,60 @@
 /* SPDX-License-Identifier: MIT
  * What NCCL 2.29-2.32's nccl.h declares and the build's may lack (the CUDA toolkit's is 2.28.9):
- * the newer functions and ncclTimeout, in planccl's own words, from the 2.32.6 header. */
+ * the newer functions and ncclTimeout, in planccl's own words, from the 2.32.6 header; and the
+ * one table of which release first exported each function (the loader and the tests use it). */
 #ifndef PCL_NCCL_COMPAT_INT_H
 #define PCL_NCCL_COMPAT_INT_H
 
 #include <stdint.h>
 #include <nccl.h>
+
+/* Every symbol planccl resolves in the real library: all of NCCL 2.28.9's API but the
+ * deprecated ncclResetDebugInit (it maps onto ncclResetDebugInitInternal), then, by the first
+ * release that exports them, the functions NCCL 2.29.7 to 2.32.3 added. */
+/* Lists laid out by hand: the formatter would nest each X deeper than the last. */
+/* clang-format off */
+#define PCL_NCCL_FNS_2_28(X)                                                                       \
+  X(ncclGetVersion) X(ncclGetUniqueId) X(ncclGetErrorString) X(ncclGetLastError)                   \
+  X(ncclResetDebugInitInternal) X(ncclCommInitRank) X(ncclCommInitRankConfig)                      \
+  X(ncclCommInitRankScalable) X(ncclCommInitAll) X(ncclCommFinalize) X(ncclCommDestroy)            \
+  X(ncclCommAbort) X(ncclCommRevoke) X(ncclCommSplit) X(ncclCommShrink) X(ncclCommGetAsyncError)   \
+  X(ncclCommCount) X(ncclCommCuDevice) X(ncclCommUserRank) X(ncclMemAlloc) X(ncclMemFree)          \
+  X(ncclCommRegister) X(ncclCommDeregister) X(ncclCommWindowRegister)                              \
+  X(ncclCommWindowDeregister) X(ncclRedOpCreatePreMulSum) X(ncclRedOpDestroy) X(ncclAllReduce)     \
+  X(ncclBroadcast) X(ncclBcast) X(ncclReduce) X(ncclAllGather) X(ncclReduceScatter)               \
+  X(ncclAlltoAll) X(ncclGather) X(ncclScatter) X(ncclSend) X(ncclRecv) X(ncclGroupStart)          \
+  X(ncclGroupEnd) X(ncclGroupSimulateEnd) X(ncclDevCommCreate) X(ncclDevCommDestroy)               \
+  X(ncclLsaBarrierCreateRequirement) X(ncclGinBarrierCreateRequirement)                            \
+  X(ncclLLA2ACreateRequirement) X(ncclLLA2ACalcSlots) X(ncclTeamWorld) X(ncclTeamLsa)              \
+  X(ncclTeamRail) X(ncclTeamRankToWorld) X(ncclTeamRankToLsa)
+#define PCL_NCCL_FNS_2_29(X)                                                                       \
+  X(ncclCommSuspend) X(ncclCommResume) X(ncclCommMemStats) X(ncclCommGetUniqueId) X(ncclCommGrow)  \
+  X(ncclCommQueryProperties) X(ncclWinGetUserPtr) X(ncclPutSignal) X(ncclSignal) X(ncclWaitSignal) \
+  X(ncclGetPeerDevicePointer) X(ncclGetLsaDevicePointer) X(ncclGetLsaMultimemDevicePointer)        \
+  X(ncclGetMultimemDevicePointer) X(ncclGinOutboxCreateRequirement)                                \
+  X(ncclGinInboxA2ACreateRequirement)
+#define PCL_NCCL_FNS_2_30(X)                                                                       \
+  X(ncclParamBind) X(ncclParamGet) X(ncclParamGetI8) X(ncclParamGetI16) X(ncclParamGetI32)         \
+  X(ncclParamGetI64) X(ncclParamGetU8) X(ncclParamGetU16) X(ncclParamGetU32) X(ncclParamGetU64)    \
+  X(ncclParamGetStr) X(ncclParamGetParameter) X(ncclParamGetAllParameterKeys) X(ncclParamDumpAll)
+#define PCL_NCCL_FNS_2_31(X)                                                                       \
+  X(ncclAllReduceConfig) X(ncclBroadcastConfig) X(ncclReduceConfig) X(ncclAllGatherConfig)         \
+  X(ncclReduceScatterConfig) X(ncclAlltoAllConfig) X(ncclGatherConfig) X(ncclScatterConfig)        \
+  X(ncclGetPeerDeviceLeInfo) X(ncclGetMultimemDeviceLeInfo) X(ncclGetCftDeviceLeInfo)              \
+  X(ncclTeamCft) X(ncclTeamCftMultimem)
+#define PCL_NCCL_FNS_2_32(X) X(ncclSetEncryption)
+#define PCL_NCCL_FNS(X)                                                                            \
+  PCL_NCCL_FNS_2_28(X) PCL_NCCL_FNS_2_29(X) PCL_NCCL_FNS_2_30(X) PCL_NCCL_FNS_2_31(X)              \
+  PCL_NCCL_FNS_2_32(X)
+/* clang-format on */
+
+/* The first NCCL release exporting each list above but the first (read from the libraries of
+ * the nvidia-nccl-cu13 wheels). A real NCCL older than a function's release is expected to lack
+ * it: its calls are refused without alarm at load time. */
+#define PCL_NCCL_SINCE_2_29 22907 /* 2.29.7 */
+#define PCL_NCCL_SINCE_2_30 23003 /* 2.30.3 */
+#define PCL_NCCL_SINCE_2_31 23102 /* 2.31.2 */
+#define PCL_NCCL_SINCE_2_32 23203 /* 2.32.3 */
 
 /* ncclTimeout, in nccl.h since 2.30.3 (ncclNumResults became 9). The code uses this number: an
  * older header has no enumerator for it. */

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT
  * A recording fake of libnccl.so.2 for GPU-free tests of planccl's forwarding. It exports NCCL
- * 2.32's names (FAKE_PARTIAL: less a few, see the end), records every call (name + arguments) in
- * fake_nccl_state(), returns the codes a test chose, and, like the real library, calls some of its
- * own public functions internally (ncclBcast calls ncclBroadcast, init calls ncclGetVersion,
- * ncclCommInitAll calls ncclGetUniqueId, group and init): with RTLD_DEEPBIND those calls must stay
- * inside the fake. */
+ * 2.32's names (FAKE_LEVEL: an older release's only; FAKE_PARTIAL: less a few, see below), records
+ * every call (name + arguments) in fake_nccl_state(), returns the codes a test chose, and, like the
+ * real library, calls some of its own public functions internally (ncclBcast calls ncclBroadcast,
+ * init calls ncclGetVersion, ncclCommInitAll calls ncclGetUniqueId, group and init): with
+ * RTLD_DEEPBIND those calls must stay inside the fake. */
 #include <nccl.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,6 +14,15 @@
 #include "nccl_device_int.h"
 
 #define EXPORT __attribute__((visibility("default")))
+
+/* FAKE_LEVEL: the real release whose function set this build exports (its version is then what
+ * ncclGetVersion says); by default all of 2.32's, under FAKE_VERSION. */
+#ifdef FAKE_LEVEL
+#define FAKE_REPORTED_VERSION FAKE_LEVEL
+#else
+#define FAKE_LEVEL PCL_NCCL_SINCE_2_32
+#define FAKE_REPORTED_VERSION FAKE_VERSION
+#endif
 
 static struct fake_state st;
 
@@ -118,7 +127,7 @@ static ncclResult_t init_comm(const char *name, ncclComm_t *out, int nranks, int
 
 EXPORT ncclResult_t ncclGetVersion(int *version) {
   REC("ncclGetVersion", U(version));
-  *version = FAKE_VERSION;
+  *version = FAKE_REPORTED_VERSION;
   return ncclSuccess;
 }
 
@@ -526,9 +535,11 @@ EXPORT int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank) {
   return comm_get(comm) ? rank + 1000 : -1;
 }
 
-/* ---- NCCL 2.29 to 2.32 (FAKE_PARTIAL lacks ncclCommSuspend, ncclGetPeerDevicePointer,
- * ncclParamDumpAll, ncclAllReduceConfig and ncclTeamCft, of 2.29.7, 2.30.3 and 2.31.2) ---- */
+/* ---- NCCL 2.29 to 2.32, each release's functions under its FAKE_LEVEL (FAKE_PARTIAL lacks
+ * ncclCommSuspend, ncclGetPeerDevicePointer, ncclParamDumpAll, ncclAllReduceConfig and
+ * ncclTeamCft, of 2.29.7, 2.30.3 and 2.31.2) ---- */
 
+#if FAKE_LEVEL >= PCL_NCCL_SINCE_2_29
 #ifndef FAKE_PARTIAL
 EXPORT ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
   REC("ncclCommSuspend", U(comm), I(flags));
@@ -632,41 +643,6 @@ EXPORT ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t win, size_t off,
   return result_of("ncclGetMultimemDevicePointer");
 }
 
-EXPORT ncclResult_t ncclGetPeerDeviceLeInfo(ncclWindow_t win, size_t off, int peer,
-                                            pcl_cft_le_id_t *le, size_t *leOff) {
-  REC("ncclGetPeerDeviceLeInfo", U(win), (uint64_t)off, I(peer), U(le), U(leOff));
-  *le = (pcl_cft_le_id_t)peer;
-  *leOff = off;
-  return result_of("ncclGetPeerDeviceLeInfo");
-}
-
-EXPORT ncclResult_t ncclGetMultimemDeviceLeInfo(ncclWindow_t win, size_t off, pcl_cft_le_id_t *le,
-                                                size_t *leOff) {
-  REC("ncclGetMultimemDeviceLeInfo", U(win), (uint64_t)off, U(le), U(leOff));
-  *le = 77;
-  *leOff = off;
-  return result_of("ncclGetMultimemDeviceLeInfo");
-}
-
-EXPORT ncclResult_t ncclGetCftDeviceLeInfo(ncclWindow_t win, size_t off, int peerCft,
-                                           ncclTeam_t team, pcl_cft_le_id_t *le, size_t *leOff) {
-  REC("ncclGetCftDeviceLeInfo", U(win), (uint64_t)off, I(peerCft), I(team.nRanks), I(team.rank),
-      I(team.stride), U(le), U(leOff));
-  *le = (pcl_cft_le_id_t)(peerCft * team.stride);
-  *leOff = off;
-  return result_of("ncclGetCftDeviceLeInfo");
-}
-
-#ifndef FAKE_PARTIAL
-EXPORT ncclTeam_t ncclTeamCft(ncclComm_t comm, pcl_cft_team_mode_t mode) {
-  return team_of("ncclTeamCft", comm, 10 + mode);
-}
-#endif
-
-EXPORT ncclTeam_t ncclTeamCftMultimem(ncclComm_t comm) {
-  return team_of("ncclTeamCftMultimem", comm, 20);
-}
-
 EXPORT ncclResult_t ncclGinOutboxCreateRequirement(int nBlocks, int sizeLog2,
                                                    pcl_gin_outbox_handle_t *h,
                                                    ncclDevResourceRequirements_t *req) {
@@ -682,6 +658,9 @@ EXPORT ncclResult_t ncclGinInboxA2ACreateRequirement(ncclTeam_t peers, int nBloc
   return result_of("ncclGinInboxA2ACreateRequirement");
 }
 
+#endif /* 2.29 */
+
+#if FAKE_LEVEL >= PCL_NCCL_SINCE_2_30
 /* Parameters: one fake parameter, bound to a handle of the fake's own. */
 static char fake_param; /* its address is the handle */
 #define FAKE_PARAM_VALUE 42
@@ -741,12 +720,46 @@ EXPORT void ncclParamDumpAll(void) {
 }
 #endif
 
-EXPORT ncclResult_t ncclSetEncryption(const pcl_encryption_config_t *config) {
-  REC("ncclSetEncryption", U(config));
-  return result_of("ncclSetEncryption");
+#endif /* 2.30 */
+
+#if FAKE_LEVEL >= PCL_NCCL_SINCE_2_31
+EXPORT ncclResult_t ncclGetPeerDeviceLeInfo(ncclWindow_t win, size_t off, int peer,
+                                            pcl_cft_le_id_t *le, size_t *leOff) {
+  REC("ncclGetPeerDeviceLeInfo", U(win), (uint64_t)off, I(peer), U(le), U(leOff));
+  *le = (pcl_cft_le_id_t)peer;
+  *leOff = off;
+  return result_of("ncclGetPeerDeviceLeInfo");
 }
 
-/* The per-call-config collectives: the plain call's arguments, then the config. */
+EXPORT ncclResult_t ncclGetMultimemDeviceLeInfo(ncclWindow_t win, size_t off, pcl_cft_le_id_t *le,
+                                                size_t *leOff) {
+  REC("ncclGetMultimemDeviceLeInfo", U(win), (uint64_t)off, U(le), U(leOff));
+  *le = 77;
+  *leOff = off;
+  return result_of("ncclGetMultimemDeviceLeInfo");
+}
+
+EXPORT ncclResult_t ncclGetCftDeviceLeInfo(ncclWindow_t win, size_t off, int peerCft,
+                                           ncclTeam_t team, pcl_cft_le_id_t *le, size_t *leOff) {
+  REC("ncclGetCftDeviceLeInfo", U(win), (uint64_t)off, I(peerCft), I(team.nRanks), I(team.rank),
+      I(team.stride), U(le), U(leOff));
+  *le = (pcl_cft_le_id_t)(peerCft * team.stride);
+  *leOff = off;
+  return result_of("ncclGetCftDeviceLeInfo");
+}
+
+#ifndef FAKE_PARTIAL
+EXPORT ncclTeam_t ncclTeamCft(ncclComm_t comm, pcl_cft_team_mode_t mode) {
+  return team_of("ncclTeamCft", comm, 10 + mode);
+}
+#endif
+
+EXPORT ncclTeam_t ncclTeamCftMultimem(ncclComm_t comm) {
+  return team_of("ncclTeamCftMultimem", comm, 20);
+}
+
+/* The per-call-config collectives: the plain call's arguments, then the config (its pointer is
+ * recorded: planccl must hand it over untouched). */
 #ifndef FAKE_PARTIAL
 EXPORT ncclResult_t ncclAllReduceConfig(const void *s, void *r, size_t n, ncclDataType_t t,
                                         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
@@ -813,3 +826,12 @@ EXPORT ncclResult_t ncclScatterConfig(const void *s, void *r, size_t n, ncclData
   CHECK_COMM(comm);
   return result_of("ncclScatterConfig");
 }
+#endif /* 2.31 */
+
+#if FAKE_LEVEL >= PCL_NCCL_SINCE_2_32
+EXPORT ncclResult_t ncclSetEncryption(const pcl_encryption_config_t *config) {
+  REC("ncclSetEncryption", U(config));
+  return result_of("ncclSetEncryption");
+}
+
+#endif /* 2.32 */

@@ -20,9 +20,10 @@ endif()
 # within 1 s, a new communicator after it. shim_windows: symmetric windows (zero-copy plans) and
 # broadcast/reduce from root 1. shim_segments: eight ranks' reduce that runs only in segments.
 # shim_tune: the identity the library writes, a tuning file that sends sizes to NCCL, a stale one.
+# shim_config: ncclAllReduceConfig planned with config NULL, forwarded with one; suspend/resume.
 if(TARGET planccl AND TARGET fakenccl AND NOT PCL_SANITIZE)
   foreach(t shim_faults shim_windows shim_autoreg shim_programs shim_multinode shim_segments
-            shim_tune)
+            shim_tune shim_config)
     add_executable(${t} ${CMAKE_CURRENT_LIST_DIR}/${t}.c)
     pcl_target_defaults(${t})
     target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/test/mp)
@@ -32,6 +33,7 @@ if(TARGET planccl AND TARGET fakenccl AND NOT PCL_SANITIZE)
     set_tests_properties(${t} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "gpu;nosan"
                          ENVIRONMENT "PLANCCL_NCCL_LIB=$<TARGET_FILE:fakenccl>;PLANCCL_SOCKET_IFNAME=lo;NCCL_NVLS_ENABLE=0;TORCH_SYMM_MEM_DISABLE_MULTICAST=1;NVSHMEM_DISABLE_NVLS=1")
   endforeach()
+  pcl_use_private_headers(shim_config shim) # nccl_compat_int.h: ncclAllReduceConfig
   # Six shapes, up to eight processes time-slicing one GPU.
   set_tests_properties(shim_multinode PROPERTIES TIMEOUT 900)
   # shim_autoreg runs at level 2 (cudaMalloc memory registered too); once more at level 1.

@@ -15,6 +15,22 @@ const char *shim_test_path(const char *var);
 /* Points planccl at the fake (PCL_FAKE_NCCL or PCL_FAKE_NCCL_PARTIAL), makes planccl load it
  * (with its own RTLD_DEEPBIND open) and returns the fake's control block. */
 struct fake_state *shim_test_use_fake(const char *var);
+/* The same for a fake built at an older API level (FAKE_LEVEL), which reports `version`. */
+struct fake_state *shim_test_use_fake_version(const char *var, int version);
+
+/* Makes a comm of `nranks` ranks as `rank` through planccl; returns it and (*real) the fake's. */
+ncclComm_t shim_test_make_comm(struct fake_state *st, int nranks, int rank, void **real);
+
+/* Makes the fake's function `name` return `r` from now on. */
+void shim_test_set_result(struct fake_state *st, const char *name, ncclResult_t r);
+
+/* Destroys `comm` with stderr sent to `path`, where PLANCCL_STATS=1 prints its table. */
+void shim_test_destroy_with_stats(ncclComm_t comm, const char *path);
+/* Calls counted in that table for a collective ("AllReduce") on a route ("nccl (per-call
+ * config)", "plan <name>"), 0 when there is no such row; and the number of rows of the collective.
+ */
+long shim_test_stats_calls(const char *path, const char *coll, const char *route);
+int shim_test_stats_rows(const char *path, const char *coll);
 
 /* The control block of an already loaded fake at `path`; NULL when that file is not loaded. */
 struct fake_state *shim_test_fake_at(const char *path);
@@ -33,6 +49,9 @@ int shim_test_loaded(const char *path);
 /* mkdtemp under /tmp; `mkdirs` makes every component; `copy` copies a file. */
 char *shim_test_tmpdir(void);
 void shim_test_mkdirs(const char *path);
+/* A fresh tmpdir whose log.txt (its path in `log`) receives planccl's log (PLANCCL_DEBUG_FILE);
+ * the caller removes and frees the directory. */
+char *shim_test_log_dir(char *log, size_t len);
 void shim_test_copy(const char *from, const char *to);
 void shim_test_rmtree(const char *path);
 
@@ -53,5 +72,8 @@ TCase *shim_tcase_lifecycle(void);
 TCase *shim_tcase_discovery(void);
 TCase *shim_tcase_symbols(void);
 TCase *shim_tcase_lookup(void);
+TCase *shim_tcase_config(void);
+TCase *shim_tcase_suspend(void);
+TCase *shim_tcase_levels(void);
 
 #endif

@@ -255,6 +255,20 @@ START_TEST(test_decide_overrides) {
   in.registry = NULL;
   pcl_dispatch_decide(&in, &d);
   expect(&planned, &d, NCCL, PCL_WHY_NO_PLAN, NULL);
+  /* A per-call config: the real NCCL, even where a plan fits or the count is 0 (what the
+   * config asks of an empty call is NCCL's to say); an error with no real NCCL. */
+  in = base_inputs(&planned, &caps);
+  in.call_config = 1;
+  pcl_dispatch_decide(&in, &d);
+  expect(&planned, &d, NCCL, PCL_WHY_CALL_CONFIG, NULL);
+  ck_assert_str_eq(pcl_why_name(d.why), "per-call config");
+  in.have_real = 0;
+  pcl_dispatch_decide(&in, &d);
+  expect(&planned, &d, PCL_PATH_ERROR, PCL_WHY_CALL_CONFIG, NULL);
+  in = base_inputs(&zero, &caps);
+  in.call_config = 1;
+  pcl_dispatch_decide(&in, &d);
+  expect(&zero, &d, NCCL, PCL_WHY_CALL_CONFIG, NULL);
 
   /* Kernels without bf16, and without max for int32. */
   struct pcl_kernel_caps lacking = caps;

@@ -15,18 +15,6 @@
 #define SBUF ((const void *)(uintptr_t)0x1000)
 #define RBUF ((void *)(uintptr_t)0x2000)
 
-/* Makes a comm of `nranks` ranks as `rank` through planccl; returns it and the fake's comm. */
-static ncclComm_t make_comm(struct fake_state *st, int nranks, int rank, void **real) {
-  ncclUniqueId id;
-  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
-  ncclComm_t comm = NULL;
-  ck_assert_int_eq(ncclCommInitRank(&comm, nranks, id, rank), ncclSuccess);
-  ck_assert_ptr_nonnull(comm);
-  *real = st->last_comm;
-  ck_assert_ptr_ne(comm, *real); /* the application sees planccl's comm, not the real one */
-  return comm;
-}
-
 /* Asserts that the last call `name` got exactly args[0..n). */
 static void expect_call(struct fake_state *st, const char *name, int n, const uint64_t *args) {
   int i = shim_test_last(st, name);
@@ -41,22 +29,12 @@ static void expect_call(struct fake_state *st, const char *name, int n, const ui
     expect_call(st, name, (int)(sizeof(want_) / sizeof(want_[0])), want_);                         \
   } while (0)
 
-static void set_result(struct fake_state *st, const char *name, ncclResult_t r) {
-  for (int i = 0; i < st->nresults; i++)
-    if (strcmp(st->results[i].name, name) == 0) {
-      st->results[i].result = r;
-      return;
-    }
-  snprintf(st->results[st->nresults].name, sizeof(st->results[0].name), "%s", name);
-  st->results[st->nresults++].result = r;
-}
-
 /* A failed init is said at WARN with the real library's words: NCCL alone prints nothing. */
 START_TEST(test_init_failure_warned) {
   struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
   ncclUniqueId id;
   ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
-  set_result(st, "ncclCommInitRank", ncclSystemError);
+  shim_test_set_result(st, "ncclCommInitRank", ncclSystemError);
   snprintf(st->last_error, sizeof(st->last_error), "fake: cudaSetDevice failed");
   ncclComm_t comm = (ncclComm_t)0x1;
   ck_assert_int_eq(ncclCommInitRank(&comm, 2, id, 0), ncclSystemError);
@@ -65,7 +43,7 @@ START_TEST(test_init_failure_warned) {
   ck_assert_msg(strstr(e, "communicator init failed in the real NCCL: unhandled system error") &&
                     strstr(e, "; NCCL's last error: fake: cudaSetDevice failed"),
                 "last error: %s", e);
-  set_result(st, "ncclCommInitRank", ncclSuccess);
+  shim_test_set_result(st, "ncclCommInitRank", ncclSuccess);
 }
 END_TEST
 
@@ -104,7 +82,7 @@ END_TEST
 START_TEST(test_collectives_forwarded) {
   struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
   void *real;
-  ncclComm_t comm = make_comm(st, 4, 1, &real);
+  ncclComm_t comm = shim_test_make_comm(st, 4, 1, &real);
   ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 17, ncclBfloat16, ncclMax, comm, STREAM), ncclSuccess);
   EXPECT(st, "ncclAllReduce", U64(SBUF), U64(RBUF), 17, ncclBfloat16, ncclMax, U64(real),
          U64(STREAM));
@@ -132,7 +110,7 @@ START_TEST(test_collectives_forwarded) {
   ck_assert_int_eq(pncclAllReduce(SBUF, RBUF, 27, ncclFloat, ncclSum, comm, STREAM), ncclSuccess);
   EXPECT(st, "ncclAllReduce", U64(SBUF), U64(RBUF), 27, ncclFloat, ncclSum, U64(real), U64(STREAM));
   /* Return codes come back unchanged, and the real library's message becomes the last error. */
-  set_result(st, "ncclAllReduce", ncclRemoteError);
+  shim_test_set_result(st, "ncclAllReduce", ncclRemoteError);
   snprintf(st->last_error, sizeof(st->last_error), "fake: peer went away");
   ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 1, ncclFloat, ncclSum, comm, STREAM), ncclRemoteError);
   ck_assert_str_eq(ncclGetLastError(NULL), "fake: peer went away");
@@ -140,7 +118,7 @@ START_TEST(test_collectives_forwarded) {
   ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 1, (ncclDataType_t)99, ncclSum, comm, STREAM),
                    ncclInvalidArgument);
   ck_assert_ptr_nonnull(strstr(ncclGetLastError(comm), "invalid data type 99"));
-  set_result(st, "ncclSend", ncclInternalError);
+  shim_test_set_result(st, "ncclSend", ncclInternalError);
   ck_assert_int_eq(ncclSend(SBUF, 1, ncclFloat, 0, comm, STREAM), ncclInternalError);
   ck_assert_int_eq(st->foreign_comms, 0);
   ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
@@ -152,7 +130,7 @@ START_TEST(test_internal_calls_stay_in_real_library) {
   struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
   int before = shim_test_count(st, "ncclGetVersion");
   void *real;
-  ncclComm_t comm = make_comm(st, 2, 0, &real);
+  ncclComm_t comm = shim_test_make_comm(st, 2, 0, &real);
   /* The fake's init called its own ncclGetVersion through its PLT and reached itself (planccl's
    * ncclGetVersion never calls the fake after load); bound without RTLD_DEEPBIND (sanitizer
    * builds) the call lands in planccl, which answers it. */
@@ -196,7 +174,7 @@ END_TEST
 START_TEST(test_other_functions_forwarded) {
   struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
   void *real;
-  ncclComm_t comm = make_comm(st, 4, 2, &real);
+  ncclComm_t comm = shim_test_make_comm(st, 4, 2, &real);
   int v = -1;
   ck_assert_int_eq(ncclCommCuDevice(comm, &v), ncclSuccess);
   EXPECT(st, "ncclCommCuDevice", U64(real), U64(&v));
@@ -217,7 +195,7 @@ START_TEST(test_other_functions_forwarded) {
   EXPECT(st, "ncclCommWindowRegister", U64(real), U64(RBUF), 8192, U64(&win), 1);
   ck_assert_int_eq(ncclCommWindowDeregister(comm, win), ncclSuccess);
   EXPECT(st, "ncclCommWindowDeregister", U64(real), U64(win));
-  set_result(st, "ncclCommWindowRegister", ncclInProgress);
+  shim_test_set_result(st, "ncclCommWindowRegister", ncclInProgress);
   ck_assert_int_eq(ncclCommWindowRegister(comm, RBUF, 8192, &win, 0), ncclInProgress);
   ck_assert_int_eq(ncclCommFinalize(comm), ncclSuccess);
   EXPECT(st, "ncclCommFinalize", U64(real));
@@ -263,8 +241,8 @@ END_TEST
 START_TEST(test_premulsum_ops) {
   struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
   void *real, *real2;
-  ncclComm_t comm = make_comm(st, 2, 0, &real);
-  ncclComm_t other = make_comm(st, 2, 0, &real2);
+  ncclComm_t comm = shim_test_make_comm(st, 2, 0, &real);
+  ncclComm_t other = shim_test_make_comm(st, 2, 0, &real2);
   float scalar = 0.5f;
   ncclRedOp_t op;
   ck_assert_int_eq(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat, ncclScalarHostImmediate, comm),
@@ -287,7 +265,7 @@ END_TEST
 START_TEST(test_argument_checks) {
   struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
   void *real;
-  ncclComm_t comm = make_comm(st, 4, 1, &real);
+  ncclComm_t comm = shim_test_make_comm(st, 4, 1, &real);
   int before = st->ncalls;
   ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 1, ncclNumTypes, ncclSum, comm, STREAM),
                    ncclInvalidArgument);
@@ -337,7 +315,7 @@ END_TEST
 START_TEST(test_bad_handles) {
   struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
   void *real;
-  ncclComm_t comm = make_comm(st, 2, 0, &real);
+  ncclComm_t comm = shim_test_make_comm(st, 2, 0, &real);
   ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
   uint64_t junk[64];
   memset(junk, 0x5a, sizeof(junk));
@@ -398,11 +376,11 @@ START_TEST(test_groups) {
   ck_assert_int_eq(ncclGroupEnd(), ncclInvalidUsage);
   /* The real group end's error comes back, and the depth still drops (as in NCCL). */
   ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
-  set_result(st, "ncclGroupEnd", ncclSystemError);
+  shim_test_set_result(st, "ncclGroupEnd", ncclSystemError);
   ck_assert_int_eq(ncclGroupEnd(), ncclSystemError);
   ck_assert_int_eq(ncclGroupEnd(), ncclInvalidUsage);
   /* A failed real start leaves the depth alone. */
-  set_result(st, "ncclGroupStart", ncclInternalError);
+  shim_test_set_result(st, "ncclGroupStart", ncclInternalError);
   ck_assert_int_eq(ncclGroupStart(), ncclInternalError);
   ck_assert_int_eq(ncclGroupEnd(), ncclInvalidUsage);
 }
@@ -434,7 +412,7 @@ END_TEST
 START_TEST(test_missing_symbol_disables_one_function) {
   struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL_PARTIAL");
   void *real;
-  ncclComm_t comm = make_comm(st, 2, 0, &real);
+  ncclComm_t comm = shim_test_make_comm(st, 2, 0, &real);
   ck_assert_int_eq(ncclAlltoAll(SBUF, RBUF, 1, ncclFloat, comm, STREAM), ncclInvalidUsage);
   ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "ncclAlltoAll"));
   ck_assert_int_eq(ncclAllReduce(SBUF, RBUF, 1, ncclFloat, ncclSum, comm, STREAM), ncclSuccess);
@@ -446,13 +424,11 @@ END_TEST
  * is refused with ncclInvalidUsage and ONE WARN, at its first call, naming the function, the real
  * library's version and the release that added it; none for them at load or at later calls. */
 START_TEST(test_missing_newer_functions) {
-  char *dir = shim_test_tmpdir();
   char log[512];
-  snprintf(log, sizeof(log), "%s/log.txt", dir);
-  setenv("PLANCCL_DEBUG_FILE", log, 1);
+  char *dir = shim_test_log_dir(log, sizeof(log));
   struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL_PARTIAL");
   void *real;
-  ncclComm_t comm = make_comm(st, 2, 0, &real);
+  ncclComm_t comm = shim_test_make_comm(st, 2, 0, &real);
   /* At load, a WARN for the 2.28 function it lacks only. */
   int w0 = shim_test_count_lines(log, "PLANCCL WARN", NULL);
   ck_assert_int_eq(w0, 1);
@@ -465,7 +441,8 @@ START_TEST(test_missing_newer_functions) {
   ck_assert_int_eq(shim_test_count_lines(log, "PLANCCL WARN", NULL), w0 + 1);
   ck_assert_int_eq(ncclCommSuspend(comm, 1), ncclInvalidUsage);
   ck_assert_int_eq(shim_test_count_lines(log, "PLANCCL WARN", NULL), w0 + 1);
-  ck_assert_int_eq(ncclAllReduceConfig(SBUF, RBUF, 1, ncclFloat, ncclSum, comm, STREAM, NULL),
+  const pcl_coll_config_t *cfg = (const pcl_coll_config_t *)(uintptr_t)0xc0f1;
+  ck_assert_int_eq(ncclAllReduceConfig(SBUF, RBUF, 1, ncclFloat, ncclSum, comm, STREAM, cfg),
                    ncclInvalidUsage);
   ck_assert_int_eq(shim_test_count_lines(log, "PLANCCL WARN", "ncclAllReduceConfig"), 1);
   ck_assert_int_eq(shim_test_count_lines(log, "PLANCCL WARN", "since 2.31.2"), 1);
@@ -492,7 +469,7 @@ END_TEST
 START_TEST(test_comm_functions_232_forwarded) {
   struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
   void *real;
-  ncclComm_t comm = make_comm(st, 4, 2, &real);
+  ncclComm_t comm = shim_test_make_comm(st, 4, 2, &real);
   ck_assert_int_eq(ncclCommSuspend(comm, 1), ncclSuccess);
   EXPECT(st, "ncclCommSuspend", U64(real), 1);
   ck_assert_int_eq(ncclCommResume(comm), ncclSuccess);
@@ -532,9 +509,9 @@ START_TEST(test_comm_functions_232_forwarded) {
   EXPECT(st, "ncclTeamCftMultimem", U64(real));
   ck_assert_int_eq(t.stride, 20);
   /* Return codes come back unchanged. */
-  set_result(st, "ncclCommSuspend", ncclInvalidUsage);
+  shim_test_set_result(st, "ncclCommSuspend", ncclInvalidUsage);
   ck_assert_int_eq(ncclCommSuspend(comm, 1), ncclInvalidUsage);
-  set_result(st, "ncclWaitSignal", ncclRemoteError);
+  shim_test_set_result(st, "ncclWaitSignal", ncclRemoteError);
   ck_assert_int_eq(ncclWaitSignal(1, descs, comm, STREAM), ncclRemoteError);
   ck_assert_int_eq(ncclCommWindowDeregister(comm, win), ncclSuccess);
   ck_assert_int_eq(st->foreign_comms, 0);
@@ -542,12 +519,12 @@ START_TEST(test_comm_functions_232_forwarded) {
 }
 END_TEST
 
-/* The nccl*Config collectives go to the fake's same function with the real comm and the config
- * pointer untouched, inside a group too (at once, as every forwarded call). */
+/* The nccl*Config collectives with a config go to the fake's same function with the real comm and
+ * the config pointer untouched (test_shim_config.c: the dispatcher's part, groups). */
 START_TEST(test_config_collectives_forwarded) {
   struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
   void *real;
-  ncclComm_t comm = make_comm(st, 4, 1, &real);
+  ncclComm_t comm = shim_test_make_comm(st, 4, 1, &real);
   const pcl_coll_config_t *cfg = (const pcl_coll_config_t *)(uintptr_t)0xc0f1;
   ck_assert_int_eq(ncclAllReduceConfig(SBUF, RBUF, 17, ncclBfloat16, ncclMax, comm, STREAM, cfg),
                    ncclSuccess);
@@ -575,18 +552,15 @@ START_TEST(test_config_collectives_forwarded) {
                    ncclSuccess);
   EXPECT(st, "ncclGatherConfig", U64(SBUF), U64(RBUF), 23, ncclFloat8e4m3, 0, U64(real),
          U64(STREAM), U64(cfg));
-  ck_assert_int_eq(ncclScatterConfig(SBUF, RBUF, 24, ncclFloat8e5m2, 3, comm, STREAM, NULL),
+  ck_assert_int_eq(ncclScatterConfig(SBUF, RBUF, 24, ncclFloat8e5m2, 3, comm, STREAM, cfg),
                    ncclSuccess);
   EXPECT(st, "ncclScatterConfig", U64(SBUF), U64(RBUF), 24, ncclFloat8e5m2, 3, U64(real),
-         U64(STREAM), 0);
-  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
-  int n = st->ncalls;
-  ck_assert_int_eq(ncclAllReduceConfig(SBUF, RBUF, 5, ncclFloat, ncclSum, comm, STREAM, cfg),
+         U64(STREAM), U64(cfg));
+  /* config == NULL is the plain call: forwarded here, it reaches the plain function. */
+  ck_assert_int_eq(ncclScatterConfig(SBUF, RBUF, 25, ncclFloat8e5m2, 3, comm, STREAM, NULL),
                    ncclSuccess);
-  ck_assert_int_eq(shim_test_last(st, "ncclAllReduceConfig"), n);
-  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
-  ck_assert_int_gt(shim_test_last(st, "ncclGroupEnd"), n);
-  set_result(st, "ncclAlltoAllConfig", ncclInternalError);
+  EXPECT(st, "ncclScatter", U64(SBUF), U64(RBUF), 25, ncclFloat8e5m2, 3, U64(real), U64(STREAM));
+  shim_test_set_result(st, "ncclAlltoAllConfig", ncclInternalError);
   ck_assert_int_eq(ncclAlltoAllConfig(SBUF, RBUF, 1, ncclFloat, comm, STREAM, cfg),
                    ncclInternalError);
   ck_assert_int_eq(st->foreign_comms, 0);
@@ -597,10 +571,8 @@ END_TEST
 /* Window queries (the window is the real NCCL's handle), device-API requirements, parameters and
  * encryption: no comm, every argument as it came. */
 START_TEST(test_windows_params_forwarded) {
-  char *dir = shim_test_tmpdir();
   char log[512];
-  snprintf(log, sizeof(log), "%s/log.txt", dir);
-  setenv("PLANCCL_DEBUG_FILE", log, 1);
+  char *dir = shim_test_log_dir(log, sizeof(log));
   struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
   ncclWindow_t win = (ncclWindow_t)(uintptr_t)0x3180;
   void *p = NULL;
@@ -668,7 +640,7 @@ START_TEST(test_windows_params_forwarded) {
   EXPECT(st, "ncclSetEncryption", U64(enc));
   ck_assert_int_eq(ncclSetEncryption(enc), ncclSuccess);
   ck_assert_int_eq(shim_test_count_lines(log, "PLANCCL WARN", "not encrypted"), 1);
-  set_result(st, "ncclGetLsaDevicePointer", ncclInvalidArgument);
+  shim_test_set_result(st, "ncclGetLsaDevicePointer", ncclInvalidArgument);
   ck_assert_int_eq(ncclGetLsaDevicePointer(win, 0, 9, &p), ncclInvalidArgument);
   shim_test_rmtree(dir);
   free(dir);
@@ -680,7 +652,7 @@ END_TEST
 START_TEST(test_grow) {
   struct fake_state *st = shim_test_use_fake("PCL_FAKE_NCCL");
   void *real;
-  ncclComm_t comm = make_comm(st, 4, 1, &real);
+  ncclComm_t comm = shim_test_make_comm(st, 4, 1, &real);
   ncclUniqueId id;
   ck_assert_int_eq(ncclCommGetUniqueId(comm, &id), ncclSuccess);
   ncclConfig_t *cfg = (ncclConfig_t *)NULL;
@@ -721,7 +693,7 @@ START_TEST(test_grow) {
   ck_assert_int_eq(ncclCommUserRank(later, &r), ncclSuccess);
   ck_assert_int_eq(r, 4);
   /* A failed grow hands back nothing. */
-  set_result(st, "ncclCommGrow", ncclSystemError);
+  shim_test_set_result(st, "ncclCommGrow", ncclSystemError);
   ncclComm_t failed = (ncclComm_t)0x1;
   ck_assert_int_eq(ncclCommGrow(comm, 6, &id, -1, &failed, NULL), ncclSystemError);
   ck_assert_ptr_null(failed);
