@@ -186,7 +186,9 @@ def plan_runs(args, ident, plans):
 
 
 def record(meas, rows, mode, force, label):
-    """Keeps each row whose path is the forced one (a plan by name, or NCCL) and was right."""
+    """Keeps each row whose path is the forced one (a plan by name, or NCCL) and was right; one
+    line per run names the cells left out for wrong results."""
+    wrong = []
     for r in rows:
         if r.get("mode") != mode:
             continue
@@ -200,10 +202,13 @@ def record(meas, rows, mode, force, label):
             if name is None or path != want:
                 continue
         if int(r.get("wrong", "0") or 0) != 0:
-            sys.stderr.write("planccl-tune: %s %s %s %s: wrong results, left out\n" %
-                             (name, r["coll"], r["place"], r["bytes"]))
+            wrong.append("%s %s %s (%s)" % (r["coll"], r["place"], human(key[2]), name))
             continue
         meas.setdefault(key, {}).setdefault(name, []).append((float(r["time_us"]), path))
+    if wrong:
+        sys.stderr.write("planccl-tune: %s: wrong results, left out: %s%s\n" %
+                         (label, ", ".join(wrong[:4]), " and %d more" % (len(wrong) - 4)
+                          if len(wrong) > 4 else ""))
 
 
 def stats(samples):
@@ -282,21 +287,23 @@ def write_csv(path, args, meas):
 
 
 def confirm_report(meas, per):
-    """Per cell: the tuned run within 3% of the fastest candidate, or within that candidate's
-    spread across rounds where it is larger."""
+    """Per cell: the tuned run took the fastest candidate's path, or came within 3% of its time,
+    or within the spread across rounds (of either) where that is larger."""
     ok = bad = 0
     for (coll, place, s), cell in sorted(meas.items()):
         d = decide(meas, (coll, place, s))
         if d is None or TUNED not in cell:
             continue
-        tuned, _ = stats(cell[TUNED])
-        tol = max(0.03, d[4])
-        if tuned <= d[1] * (1 + tol):
+        tuned, spread = stats(cell[TUNED])
+        fastest_path = cell[d[0]][0][1]
+        tol = max(0.03, d[4], spread)
+        if cell[TUNED][0][1] == fastest_path or tuned <= d[1] * (1 + tol):
             ok += 1
         else:
             bad += 1
-            print("not confirmed: %s %s %s: tuned %.2f us, fastest %s %.2f us (tolerance %.1f%%)"
-                  % (coll, place, human(s), tuned, d[0], d[1], 100 * tol))
+            print("not confirmed: %s %s %s: tuned %.2f us (%s), fastest %s %.2f us "
+                  "(tolerance %.1f%%)" % (coll, place, human(s), tuned, cell[TUNED][0][1], d[0],
+                                          d[1], 100 * tol))
     print("confirmed at %d of %d sizes" % (ok, ok + bad))
     return bad == 0
 
