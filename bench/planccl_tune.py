@@ -251,25 +251,42 @@ def ranges(meas, coll, place, sizes):
     return out
 
 
+def short(name, coll, world):
+    """A plan's name without what the table's heading says: allreduce_2gpu_ll1_inplace -> ll1."""
+    for pre in ("%s_%dgpu_" % (coll, world), coll + "_"):
+        if name.startswith(pre):
+            name = name[len(pre):]
+            break
+    for suf in ("_inplace", "_outofplace"):
+        if name.endswith(suf):
+            name = name[:-len(suf)]
+    return name
+
+
 def table(args, meas, per, sizes, out=sys.stdout):
     for (coll, place), cands in sorted(per.items()):
         names = cands + [UNTUNED] + ([TUNED] if args.confirm else [])
-        out.write("\n# %s, %s of place, %d ranks%s, %s times (us, median of rounds)\n" %
-                  (coll, place, args.g, " sharing %s" % ("GPUs" if args.share_gpu else "")
-                   if args.share_gpu else "", args.mode))
-        out.write("%10s  %s  %-28s %s\n" % ("bytes", "  ".join("%10.10s" % n[-10:] for n in names),
-                                             "winner", "gain"))
+        cols = [short(n, coll, args.g) for n in names]
+        w = max([10] + [len(c) for c in cols])
+        out.write("\n# %s, %s, %d ranks%s, %s times (us, median of rounds)\n" %
+                  (coll, "in place" if place == "in" else "out of place", args.g,
+                   " sharing GPUs" if args.share_gpu else "", args.mode))
+        out.write("%10s  %s  %-12s %s\n" % ("bytes", "  ".join("%*s" % (w, c) for c in cols),
+                                             "winner", "gain over untuned"))
         for s in sizes:
             cell = meas.get((coll, place, s), {})
             d = decide(meas, (coll, place, s))
             if d is None:
                 continue
-            times = ["%10.2f" % stats(cell[n])[0] if n in cell else "%10s" % "-" for n in names]
+            times = ["%*.2f" % (w, stats(cell[n])[0]) if n in cell else "%*s" % (w, "-")
+                     for n in names]
             gain = ""
             if UNTUNED in cell:
-                gain = "%.2fx (untuned: %s)" % (stats(cell[UNTUNED])[0] / d[1],
-                                                cell[UNTUNED][0][1] or "?")
-            out.write("%10s  %s  %-28s %s\n" % (human(s), "  ".join(times), d[0][:28], gain))
+                was = cell[UNTUNED][0][1] or "?"
+                was = short(was[5:], coll, args.g) if was.startswith("plan:") else was
+                gain = "%.2fx (was %s)" % (stats(cell[UNTUNED])[0] / d[1], was)
+            out.write("%10s  %s  %-12s %s\n" % (human(s), "  ".join(times),
+                                                 short(d[0], coll, args.g), gain))
 
 
 def write_csv(path, args, meas):

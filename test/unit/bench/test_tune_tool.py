@@ -59,7 +59,8 @@ def main():
         inp = shapes[("allreduce", True)]  # no in-place plan: NCCL alone, one range
         expect([(g["min"], g["max"], g["path"]) for g in inp["ranges"]] ==
                [(1, 1048576, "nccl")], "in-place ranges")
-        expect("gain" in r.stdout and "allreduce_b_big" in r.stdout, "the table")
+        expect("gain over untuned" in r.stdout and " b_big " in r.stdout and "(was a_small)" in r.stdout,
+               "the table: " + r.stdout)
         expect(os.path.exists(os.path.join(tmp, "out.csv")), "the CSV")
         c = subprocess.run([PLAN_TOOL, "tune", os.path.join(tmp, "tune.json")],
                            stdout=subprocess.PIPE, universal_newlines=True)
