@@ -21,9 +21,10 @@ endif()
 # broadcast/reduce from root 1. shim_segments: eight ranks' reduce that runs only in segments.
 # shim_tune: the identity the library writes, a tuning file that sends sizes to NCCL, a stale one.
 # shim_config: ncclAllReduceConfig planned with config NULL, forwarded with one; suspend/resume.
+# shim_real_api: NCCL 2.29+ functions through planccl against the real library called directly.
 if(TARGET planccl AND TARGET fakenccl AND NOT PCL_SANITIZE)
   foreach(t shim_faults shim_windows shim_autoreg shim_programs shim_multinode shim_segments
-            shim_tune shim_config)
+            shim_tune shim_config shim_real_api)
     add_executable(${t} ${CMAKE_CURRENT_LIST_DIR}/${t}.c)
     pcl_target_defaults(${t})
     target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/test/mp)

@@ -8,6 +8,10 @@
 #   PCL_TORCH_EXTRA=0           skip the pass with PLANCCL_PLAN_DIR=<prefix>/share/planccl/plans-extra
 #   PCL_TORCH_ARGS="--only ddp" extra suite arguments
 #   PCL_TORCH_BACKEND=gloo      CPU dry run without planccl (predicted stats fed to the checker)
+#   PCL_TORCH_NCCL=<libnccl.so.2>  a real NCCL for both sides: preloaded by the runs without
+#                               planccl, planccl's PLANCCL_NCCL_LIB in the others. With NCCL 2.30
+#                               or later under the MPS daemon (scripts/mps_run.sh), ranks share
+#                               GPUs: the default worlds are then 2 and 4 on one GPU.
 # Exits 77 without torch or a GPU (gloo: without torch).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -44,6 +48,11 @@ else
   ngpu=$("$py" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
   [ "${ngpu:-0}" -ge 1 ] || { echo "needs a GPU, found ${ngpu:-0}: skipped" >&2; exit 77; }
   worlds=${PCL_TORCH_WORLDS:-"1 $( [ "$ngpu" -ge 2 ] && echo 2) $( [ "$ngpu" -gt 2 ] && echo "$ngpu")"}
+  if [ -n "${PCL_TORCH_NCCL:-}" ]; then
+    # NCCL >= 2.30 takes several ranks per GPU (the suite binds LOCAL_RANK mod the GPU count).
+    export PLANCCL_NCCL_LIB=$PCL_TORCH_NCCL NCCL_MULTI_RANK_GPU_ENABLE=1
+    [ "$ngpu" = 1 ] && worlds=${PCL_TORCH_WORLDS:-"2 4"}
+  fi
   # NCCL functions this torch calls that planccl does not define would reach the real library
   # with planccl's communicator handle: name them (a call to one of them is a crash, not a skip).
   tlib=$("$py" -c 'import torch,os; print(os.path.join(os.path.dirname(torch.__file__),"lib","libtorch_cuda.so"))')
@@ -63,7 +72,8 @@ run() { # name, world, preload(0/1), suite args...
     LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}" timeout 900 "$py" -m torch.distributed.run \
       --standalone --nproc_per_node="$w" "$suite" --backend "$backend" "$@" >"$out/$name.log" 2>&1
   else
-    timeout 900 "$py" -m torch.distributed.run --standalone --nproc_per_node="$w" "$suite" \
+    LD_PRELOAD="${PCL_TORCH_NCCL:-}${LD_PRELOAD:+${PCL_TORCH_NCCL:+:}$LD_PRELOAD}" timeout 900 \
+      "$py" -m torch.distributed.run --standalone --nproc_per_node="$w" "$suite" \
       --backend "$backend" "$@" >"$out/$name.log" 2>&1
   fi
   rc=$?
