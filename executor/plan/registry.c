@@ -256,11 +256,11 @@ const pcl_plan_t *pcl_registry_select_for(const pcl_registry_t *r, pcl_plan_coll
 }
 
 uint64_t pcl_registry_max_scratch_bytes(const pcl_registry_t *r, int world, int rpn,
-                                        uint64_t max_bytes) {
+                                        uint64_t max_bytes, int tuned) {
   uint64_t m = 0;
   for (int i = 0; r && i < r->n_plans; i++) {
     const pcl_plan_t *p = r->plans[i];
-    if (p->n_gpus != world || p->nranks_per_node != rpn || !pcl_registry_in_use(r, i))
+    if (p->n_gpus != world || p->nranks_per_node != rpn || !pcl_registry_in_use(r, i, tuned))
       continue;
     uint64_t s = pcl_plan_scratch_bytes_bound(p, max_bytes);
     if (s > m)
@@ -269,27 +269,28 @@ uint64_t pcl_registry_max_scratch_bytes(const pcl_registry_t *r, int world, int 
   return m;
 }
 
-uint64_t pcl_registry_plans_hash(const pcl_registry_t *r, int world, int rpn) {
+uint64_t pcl_registry_plans_hash(const pcl_registry_t *r, int world, int rpn, int tuned) {
   uint64_t h = PCL_FNV_OFFSET;
   for (int i = 0; r && i < r->n_plans; i++) {
     const pcl_plan_t *p = r->plans[i];
-    if (p->n_gpus != world || p->nranks_per_node != rpn || !pcl_registry_in_use(r, i))
+    if (p->n_gpus != world || p->nranks_per_node != rpn || !pcl_registry_in_use(r, i, tuned))
       continue;
+    /* Untuned, no plan is named: the hash is the one without a table. */
     uint64_t v[6] = {(uint64_t)p->collective,        p->min_message_size,  p->max_message_size,
-                     (uint64_t)(int64_t)p->priority, (uint64_t)p->inplace, r->use[i]};
+                     (uint64_t)(int64_t)p->priority, (uint64_t)p->inplace, tuned ? r->use[i] : 0u};
     h = pcl_fnv_str(h, p->name);
     for (int k = 0; k < 6; k++)
       h = pcl_fnv_u64(h, v[k]);
   }
-  return r ? pcl_registry_tune_hash(r, world, rpn, h) : h;
+  return r && tuned ? pcl_registry_tune_hash(r, world, rpn, h) : h;
 }
 
 int pcl_registry_max_channels_per_peer(const pcl_registry_t *r, int world, int rpn, int type,
-                                       int floor) {
+                                       int floor, int tuned) {
   int most = floor;
   for (int i = 0; r && i < r->n_plans; i++) {
     const pcl_plan_t *p = r->plans[i];
-    if (p->n_gpus != world || p->nranks_per_node != rpn || !pcl_registry_in_use(r, i))
+    if (p->n_gpus != world || p->nranks_per_node != rpn || !pcl_registry_in_use(r, i, tuned))
       continue;
     for (int g = 0; g < p->n_gpus; g++) {
       const pcl_plan_gpu_t *gpu = &p->gpus[g];

@@ -44,9 +44,10 @@ const pcl_plan_t *pcl_registry_select_for(const pcl_registry_t *reg, pcl_plan_co
 
 /* Largest scratch any plan for (world_size, nranks_per_node) needs for messages up to
  * max_bytes (0 when none): for sizing a communicator's scratch buffer. Tuned-only plans count
- * once the applied tuning table names them, here and in pcl_registry_max_channels_per_peer. */
+ * once the applied tuning table names them and only for a communicator that follows the table
+ * (tuned = 1), here, in pcl_registry_max_channels_per_peer and in pcl_registry_plans_hash. */
 uint64_t pcl_registry_max_scratch_bytes(const pcl_registry_t *reg, int world_size,
-                                        int nranks_per_node, uint64_t max_bytes);
+                                        int nranks_per_node, uint64_t max_bytes, int tuned);
 
 /* ---- Tuning (docs/tuning.md; registry_tune.c) ------------------------------------------------
  * At start-up, before any selection (none of these is safe beside a selection): read the tuning
@@ -81,6 +82,7 @@ typedef struct {
   int procs;         /* pcl_tune_procs_t; another value matches no tuned entry */
   int inplace, registered;
   uint64_t bytes; /* as for pcl_registry_select */
+  int untuned;    /* the communicator does not follow the table (its ranks read different ones) */
 } pcl_registry_call_t;
 
 /* The path of a call. When the applied table has the call's shape (collective, world, ranks per
@@ -92,16 +94,22 @@ const pcl_plan_t *pcl_registry_select_call(const pcl_registry_t *reg,
                                            const pcl_registry_call_t *call, int *tuned);
 
 /* A hash of the plans selectable for (world_size, ranks_per_node) (names, collectives, size
- * ranges, priorities, placement, tuned-only or not) and of what the applied tuning table decides
- * for them (shapes, ranges, winners; not the times). Ranks compare it before running plans: all
- * must select from the same set, by the same table. */
-uint64_t pcl_registry_plans_hash(const pcl_registry_t *reg, int world_size, int ranks_per_node);
+ * ranges, priorities, placement, tuned-only or not) and, when tuned, of what the applied tuning
+ * table decides for them (shapes, ranges, winners; not the times). Ranks compare it before
+ * running plans: all must select from the same set, by the same table. */
+uint64_t pcl_registry_plans_hash(const pcl_registry_t *reg, int world_size, int ranks_per_node,
+                                 int tuned);
+
+/* What the applied tuning table decides for (world_size, ranks_per_node) alone: the same value
+ * with no table and with a table that has no entry of that shape. Ranks compare it first, and
+ * follow the table only where they all agree. */
+uint64_t pcl_registry_tuning_hash(const pcl_registry_t *reg, int world_size, int ranks_per_node);
 
 /* The most channels of `type` (pcl_plan_chan_t) that any plan selectable for (world_size,
  * ranks_per_node) opens from one rank to one peer, at least `floor`: the transport channels a
  * communicator creates per peer. */
 int pcl_registry_max_channels_per_peer(const pcl_registry_t *reg, int world_size,
-                                       int ranks_per_node, int type, int floor);
+                                       int ranks_per_node, int type, int floor, int tuned);
 
 /* Iteration over the loaded (valid) plans, in selection order, tuned-only ones last. */
 int pcl_registry_count(const pcl_registry_t *reg);

@@ -105,7 +105,7 @@ const pcl_plan_t *pcl_registry_select_call(const pcl_registry_t *r, const pcl_re
     *tuned = 0;
   if (r == NULL)
     return NULL;
-  const pcl_tune_range_t *g = tuned_range(r->tune, c);
+  const pcl_tune_range_t *g = c->untuned ? NULL : tuned_range(r->tune, c);
   /* A size the named plan cannot split (alignment) keeps the untuned rules, on every rank. */
   if (g != NULL && (g->nccl || pcl_plan_size_selectable(g->plan, c->bytes))) {
     if (tuned != NULL)
@@ -148,6 +148,10 @@ uint64_t pcl_registry_plans_digest(const pcl_registry_t *r) {
     d += x ^ (x >> 31);
   }
   return d;
+}
+
+uint64_t pcl_registry_tuning_hash(const pcl_registry_t *r, int world, int rpn) {
+  return r ? pcl_registry_tune_hash(r, world, rpn, PCL_FNV_OFFSET) : PCL_FNV_OFFSET;
 }
 
 uint64_t pcl_registry_tune_hash(const pcl_registry_t *r, int world, int rpn, uint64_t h) {

@@ -75,10 +75,10 @@ static int choose_net(const pcl_topo_t *t, const char *net, pcl_comm_layout_t *l
 }
 
 /* The channel counts and scratch of the plans selectable for this shape. */
-static int check_plans(const pcl_topo_t *t, const pcl_registry_t *reg, pcl_comm_layout_t *l,
-                       char *why, size_t whylen) {
+static int check_plans(const pcl_topo_t *t, const pcl_registry_t *reg, int tuned,
+                       pcl_comm_layout_t *l, char *why, size_t whylen) {
   int n = pcl_topo_nranks(t), rpn = l->ranks_per_node;
-  l->scratch_need = pcl_registry_max_scratch_bytes(reg, n, rpn, UINT64_MAX);
+  l->scratch_need = pcl_registry_max_scratch_bytes(reg, n, rpn, UINT64_MAX, tuned);
   if (l->scratch_need == 0) {
     WHY("no plans for %d ranks with %d per host%s", n, rpn,
         l->nnodes > 1 ? " (the multi-node plans are opt-in: "
@@ -86,8 +86,8 @@ static int check_plans(const pcl_topo_t *t, const pcl_registry_t *reg, pcl_comm_
                       : "");
     return -1;
   }
-  l->nmem = pcl_registry_max_channels_per_peer(reg, n, rpn, PCL_PLAN_CHAN_MEMORY, 1);
-  l->nport = pcl_registry_max_channels_per_peer(reg, n, rpn, PCL_PLAN_CHAN_PORT, 0);
+  l->nmem = pcl_registry_max_channels_per_peer(reg, n, rpn, PCL_PLAN_CHAN_MEMORY, 1, tuned);
+  l->nport = pcl_registry_max_channels_per_peer(reg, n, rpn, PCL_PLAN_CHAN_PORT, 0, tuned);
   if (l->nport > PCL_PORTCHAN_MAX_CHANNELS) {
     WHY("plans open %d port channels to one peer (at most %d)", l->nport,
         PCL_PORTCHAN_MAX_CHANNELS);
@@ -116,7 +116,7 @@ static int fill_channels(const pcl_topo_t *t, pcl_comm_layout_t *l) {
   return 0;
 }
 
-ncclResult_t pcl_comm_layout_decide(const pcl_topo_t *topo, const pcl_registry_t *reg,
+ncclResult_t pcl_comm_layout_decide(const pcl_topo_t *topo, const pcl_registry_t *reg, int tuned,
                                     const char *net, pcl_comm_layout_t *out, char *why,
                                     size_t whylen) {
   memset(out, 0, sizeof(*out));
@@ -124,7 +124,7 @@ ncclResult_t pcl_comm_layout_decide(const pcl_topo_t *topo, const pcl_registry_t
   out->nnodes = pcl_topo_nnodes(topo);
   out->ranks_per_node = pcl_topo_ranks_per_node(topo);
   out->net = PCL_TRANSPORT_NONE;
-  if (check_hosts(topo, why, whylen) != 0 || check_plans(topo, reg, out, why, whylen) != 0)
+  if (check_hosts(topo, why, whylen) != 0 || check_plans(topo, reg, tuned, out, why, whylen) != 0)
     return ncclSuccess;
   if (out->nnodes > 1 && choose_net(topo, net, out, why, whylen) != 0)
     return ncclSuccess;

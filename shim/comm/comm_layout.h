@@ -26,11 +26,12 @@ typedef struct {
   uint8_t *port_kind;
 } pcl_comm_layout_t;
 
-/* Decides from the shared topology, the registry and `net` ("auto", "ib" or "tcp": the
- * PLANCCL_NET setting) only, so every rank reaches the same verdict without talking. Fills out
- * (free with pcl_comm_layout_free) and returns ncclSuccess whether or not planccl can run; only
- * running out of memory fails. Refusals say why in `why`. */
-ncclResult_t pcl_comm_layout_decide(const pcl_topo_t *topo, const pcl_registry_t *reg,
+/* Decides from the shared topology, the registry (with or without its tuning table: `tuned`,
+ * agreed by the ranks) and `net` ("auto", "ib" or "tcp": the PLANCCL_NET setting) only, so every
+ * rank reaches the same verdict without talking. Fills out (free with pcl_comm_layout_free) and
+ * returns ncclSuccess whether or not planccl can run; only running out of memory fails. Refusals
+ * say why in `why`. */
+ncclResult_t pcl_comm_layout_decide(const pcl_topo_t *topo, const pcl_registry_t *reg, int tuned,
                                     const char *net, pcl_comm_layout_t *out, char *why,
                                     size_t whylen);
 void pcl_comm_layout_free(pcl_comm_layout_t *l);

@@ -118,10 +118,28 @@ static int process_model(const pcl_topo_t *t) {
   return PCL_TUNE_PROCS_THREADS;
 }
 
+/* Phase 0: whether the ranks follow their tuning tables. Ranks that read different files (or
+ * only some of them one) would select differently: then none follows its table, with one WARN,
+ * and the communicator runs on the untuned rules (its layout and plans hash leave the tuned-only
+ * plans out). An error only when the exchange failed. */
+static ncclResult_t agree_tuning(struct pcl_comm_pcl *p) {
+  uint64_t h = pcl_registry_tuning_hash(p->reg, p->nranks, p->ranks_per_node);
+  int all_ok = 0, same = 0, same_value = 0;
+  PCL_CHECK(agree_all(p->boot, 1, h, 0, &all_ok, &same, &same_value));
+  p->tuned = same;
+  if (!same && p->rank == 0)
+    PCL_WARN(PCL_LOG_INIT | PCL_LOG_PLAN,
+             "the ranks of this communicator read different tuning files (or only some of them "
+             "one): the untuned rules hold for all of them; check PLANCCL_TUNE_FILE and the "
+             "tuning identity on every rank");
+  return ncclSuccess;
+}
+
 /* Phase 1, from the shared topology and the registry only (comm_layout.c), so every rank reaches
  * the same verdict without talking. 0 = planccl can run, with the layout to build. */
 static int check_eligible(struct pcl_comm_pcl *p, pcl_comm_layout_t *l, char *why, size_t whylen) {
-  if (pcl_comm_layout_decide(p->topo, p->reg, pcl_param_net(), l, why, whylen) != ncclSuccess ||
+  if (pcl_comm_layout_decide(p->topo, p->reg, p->tuned, pcl_param_net(), l, why, whylen) !=
+          ncclSuccess ||
       !l->ok)
     return -1;
   p->nnodes = l->nnodes;
@@ -147,15 +165,14 @@ static ncclResult_t alloc_scratch(struct pcl_comm_pcl *p, uint64_t need, int *go
   uint64_t scratch = pcl_param_scratch_bytes() > 0
                          ? (uint64_t)pcl_param_scratch_bytes()
                          : (need < PCL_SCRATCH_CAP ? need : PCL_SCRATCH_CAP);
-  uint64_t hash = pcl_registry_plans_hash(p->reg, p->nranks, p->ranks_per_node);
+  uint64_t hash = pcl_registry_plans_hash(p->reg, p->nranks, p->ranks_per_node, p->tuned);
   int all_ok = 0, same = 0, same_size = 0;
   scratch = (scratch + 4095) & ~(uint64_t)4095;
   int ok = pcl_mem_alloc(p->cuda_dev, scratch, PCL_MEM_ALLOC_AUTO, &p->scratch) == ncclSuccess;
   PCL_CHECK(agree_all(p->boot, ok, hash, scratch, &all_ok, &same, &same_size));
   *go = 0;
   if (!same)
-    WHY("ranks loaded different plans or tuning files (check PLANCCL_PLAN_DIR and "
-        "PLANCCL_TUNE_FILE on every rank)");
+    WHY("ranks loaded different plans (check PLANCCL_PLAN_DIR on every rank)");
   else if (!same_size)
     WHY("ranks asked for scratch buffers of different sizes (check PLANCCL_SCRATCH_BYTES on every "
         "rank)");
@@ -267,6 +284,7 @@ ncclResult_t pcl_comm_res_create(pcl_bootstrap_t *boot, int cuda_dev, struct pcl
   p->procs = process_model(p->topo);
   /* Planned or pass-through, processes sharing a GPU without MPS are slow: say why, once. */
   pcl_comm_mps_warn(p->topo);
+  PCL_CHECK_GOTO(agree_tuning(p), res, fail_comm);
   if (check_eligible(p, &layout, why, whylen) != 0)
     goto passthrough;
   PCL_CHECK_GOTO(alloc_scratch(p, layout.scratch_need, &go, why, whylen), res, fail_comm);

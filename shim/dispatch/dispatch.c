@@ -127,6 +127,7 @@ static void decide(struct ncclComm *c, const struct pcl_coll_args *a, int inplac
                                      .ranks_per_node = p ? p->ranks_per_node : 0,
                                      .ranks_per_gpu = p ? p->ranks_per_gpu : 1,
                                      .procs = p ? p->procs : 0,
+                                     .untuned = p ? !p->tuned : 0,
                                      .planccl_ok = p != NULL,
                                      .disabled = disabled,
                                      .force_mask = force_mask,

@@ -113,6 +113,7 @@ struct pcl_dispatch_inputs {
   int nranks, ranks_per_node;
   int ranks_per_gpu;                  /* the most ranks sharing one GPU (1: a GPU each) */
   int procs;                          /* pcl_tune_procs_t: a host's ranks threads or processes */
+  int untuned;                        /* the ranks read different tuning tables: ignore them */
   int planccl_ok;                     /* 0: pass-through communicator */
   int disabled;                       /* PLANCCL_DISABLE */
   uint32_t force_mask;                /* parsed PLANCCL_FORCE_FALLBACK */

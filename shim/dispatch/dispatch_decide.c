@@ -88,7 +88,8 @@ static const pcl_plan_t *select_plan(const struct pcl_dispatch_inputs *in, int p
                                     .procs = in->procs,
                                     .inplace = inplace,
                                     .registered = in->registered,
-                                    .bytes = bytes};
+                                    .bytes = bytes,
+                                    .untuned = in->untuned};
   int tuned = 0;
   const pcl_plan_t *plan = pcl_registry_select_call(in->registry, &call, &tuned);
   *tuned_nccl = tuned && plan == NULL;

@@ -35,6 +35,7 @@ struct pcl_comm_pcl {
   int rank, nranks, ranks_per_node, local_rank, cuda_dev;
   int ranks_per_gpu;       /* the most ranks on one GPU */
   int procs;               /* pcl_tune_procs_t: threads of one process per host, or processes */
+  int tuned;               /* every rank follows the same tuning table (or none) for this shape */
   int nnodes;              /* hosts the ranks span */
   int net;                 /* pcl_transport_kind_t between hosts; 0 (NONE) on one host */
   int kernel_error_logged; /* the refusal after a kernel error was WARNed (atomic exchange) */

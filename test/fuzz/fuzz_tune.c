@@ -56,7 +56,7 @@ static void select_edges(const pcl_registry_t *r, const pcl_tune_t *t) {
           abort();
       }
     }
-    (void)pcl_registry_plans_hash(r, e->world, e->ranks_per_node);
+    (void)pcl_registry_plans_hash(r, e->world, e->ranks_per_node, 1);
   }
 }
 

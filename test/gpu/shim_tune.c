@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * A tuning file through the NCCL API: the library writes its identity (PLANCCL_TUNE_IDENTITY), a
  * file made with it sends the sizes it names to NCCL while other shapes and sizes keep the plans,
- * and a file measured elsewhere changes nothing. Two processes share the GPUs there are, over the
- * fake NCCL, which computes nothing: a right sum ran on planccl's kernels. Exits 77 without a GPU.
+ * a file measured elsewhere changes nothing, and ranks that read different files follow none. Two
+ * processes share the GPUs there are, over the fake NCCL, which computes nothing: a right sum ran
+ * on planccl's kernels. Exits 77 without a GPU.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -16,7 +17,7 @@
 #define SMALL 1024  /* floats: 4 KiB, inside the file's range */
 #define LARGE 16384 /* floats: 64 KiB, past it */
 
-enum { PHASE_IDENTITY, PHASE_TUNED, PHASE_STALE };
+enum { PHASE_IDENTITY, PHASE_TUNED, PHASE_STALE, PHASE_SPLIT };
 
 typedef struct {
   ncclUniqueId id;
@@ -26,7 +27,8 @@ typedef struct {
 } shared_t;
 
 /* Out of place 4 KiB: NCCL by the file (the fake leaves the poison); in place 4 KiB and out of
- * place 64 KiB: shapes and sizes the file lacks, on plans. Stale file: all on plans. */
+ * place 64 KiB: shapes and sizes the file lacks, on plans. Stale file, or a file on one rank only:
+ * all on plans. */
 static int calls_ok(shared_t *sh, ncclComm_t comm, float *in, float *out, int rank,
                     cudaStream_t s) {
   int tuned = sh->phase == PHASE_TUNED;
@@ -49,7 +51,7 @@ static int rank_main(int rank, int nranks, void *arg) {
     setenv("PLANCCL_TUNE_IDENTITY", path, 1);
   } else {
     snprintf(path, sizeof(path), "%s/tune.json", sh->dir);
-    setenv("PLANCCL_TUNE_FILE", path, 1);
+    setenv("PLANCCL_TUNE_FILE", sh->phase == PHASE_SPLIT && rank == 1 ? "none" : path, 1);
   }
   PCL_MP_CHECK(cudaSetDevice(rank % sh->ngpus) == cudaSuccess, 2);
   PCL_MP_CHECK(cudaMalloc((void **)&in, LARGE * sizeof(float)) == cudaSuccess, 2);
@@ -64,6 +66,8 @@ static int rank_main(int rank, int nranks, void *arg) {
   }
   if (sh->phase == PHASE_STALE)
     PCL_MP_CHECK(shim_mp_log_count(sh->log[rank], "does not apply here") == 1, 6);
+  if (sh->phase == PHASE_SPLIT)
+    PCL_MP_CHECK(shim_mp_log_count(sh->log[rank], "read different tuning files") == (rank == 0), 6);
   PCL_MP_CHECK(ncclCommDestroy(comm) == ncclSuccess, 7);
   comm = NULL;
 out:
@@ -141,6 +145,12 @@ int main(void) {
   sh->phase = PHASE_STALE;
   sh->ready = 0;
   if (!write_tune(sh, stale) ||
+      shim_mp_main_n("shim_tune", plan_files, NFILES, 2, rank_main, sh, &sh->ngpus, sh->log) != 0)
+    goto done;
+  /* The good file on rank 0 only: the untuned rules on both, one WARN. */
+  sh->phase = PHASE_SPLIT;
+  sh->ready = 0;
+  if (!write_tune(sh, identity) ||
       shim_mp_main_n("shim_tune", plan_files, NFILES, 2, rank_main, sh, &sh->ngpus, sh->log) != 0)
     goto done;
   rc = 0;

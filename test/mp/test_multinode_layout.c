@@ -91,7 +91,8 @@ static int rank_main(int rank, int n, void *arg) {
     PCL_MP_CHECK(pcl_topo_same_host(topo, rank, r) == (strcmp(sc->hosts[rank], sc->hosts[r]) == 0),
                  6);
   /* These processes have no GPU: every rank refuses, for the same reason. */
-  PCL_MP_CHECK(pcl_comm_layout_decide(topo, reg, "auto", &l, why, sizeof(why)) == ncclSuccess, 7);
+  PCL_MP_CHECK(pcl_comm_layout_decide(topo, reg, 1, "auto", &l, why, sizeof(why)) == ncclSuccess,
+               7);
   PCL_MP_CHECK(!l.ok && strcmp(why, "rank 0 has no GPU") == 0, 8);
   /* The exchanged records with a GPU made up for each rank (peer access inside a host). */
   pcl_topo_rank_t recs[NR];
@@ -106,7 +107,8 @@ static int rank_main(int rank, int n, void *arg) {
       access[r * n + s] = (uint8_t)pcl_topo_same_host(topo, r, s);
   }
   PCL_MP_CHECK(pcl_topo_create_from(rank, n, recs, access, &made) == ncclSuccess, 9);
-  PCL_MP_CHECK(pcl_comm_layout_decide(made, reg, "auto", &l, why, sizeof(why)) == ncclSuccess, 10);
+  PCL_MP_CHECK(pcl_comm_layout_decide(made, reg, 1, "auto", &l, why, sizeof(why)) == ncclSuccess,
+               10);
   PCL_MP_CHECK(l.ok == sc->expect_ok, 11);
   if (l.ok)
     PCL_MP_CHECK(l.net == (all_ib ? PCL_TRANSPORT_IB : PCL_TRANSPORT_TCP) && l.nnodes == 2 &&

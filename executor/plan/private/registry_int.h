@@ -20,9 +20,10 @@ struct pcl_registry {
 };
 
 /* Whether plan i counts for a communicator (scratch, channels, the plans hash): every plan but
- * the tuned-only ones that no applied range names. */
-static inline int pcl_registry_in_use(const pcl_registry_t *r, int i) {
-  return !(r->use[i] & PCL_REG_TUNED_ONLY) || (r->use[i] & PCL_REG_NAMED);
+ * the tuned-only ones, and of those the ones an applied range names when the communicator follows
+ * the table (tuned). */
+static inline int pcl_registry_in_use(const pcl_registry_t *r, int i, int tuned) {
+  return !(r->use[i] & PCL_REG_TUNED_ONLY) || (tuned && (r->use[i] & PCL_REG_NAMED));
 }
 
 /* The in-place rule: an in-place call needs an in-place plan; an out-of-place call takes an

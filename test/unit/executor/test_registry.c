@@ -138,10 +138,10 @@ START_TEST(test_max_scratch) {
   const char *dirs[] = {d};
   pcl_registry_t *r = create(dirs, 1);
   /* 1 MiB through a: chunk 512 KiB, 2 scratch chunks, x2 LL, x2 double. */
-  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 2, 2, 1 << 20), 4u << 20);
-  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 2, 2, 1u << 30), 4u << 20);
-  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 2, 2, 4096), 4 * 4096);
-  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 4, 4, 1 << 20), 0);
+  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 2, 2, 1 << 20, 1), 4u << 20);
+  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 2, 2, 1u << 30, 1), 4u << 20);
+  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 2, 2, 4096, 1), 4 * 4096);
+  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 4, 4, 1 << 20, 1), 0);
   pcl_registry_destroy(r);
   free(template_text);
   PCL_ASSERT_NO_LEAKS();
@@ -162,15 +162,15 @@ START_TEST(test_channels_and_hash) {
   const char *dirs1[] = {d1}, *dirs2[] = {d2}, *dirs3[] = {d3};
   pcl_registry_t *r1 = create(dirs1, 1), *r2 = create(dirs2, 1), *r3 = create(dirs3, 1);
   /* ar2_ll: one memory channel from each rank to its peer, no port channel. */
-  ck_assert_int_eq(pcl_registry_max_channels_per_peer(r1, 2, 2, PCL_PLAN_CHAN_MEMORY, 1), 1);
-  ck_assert_int_eq(pcl_registry_max_channels_per_peer(r1, 2, 2, PCL_PLAN_CHAN_MEMORY, 3), 3);
-  ck_assert_int_eq(pcl_registry_max_channels_per_peer(r1, 2, 2, PCL_PLAN_CHAN_PORT, 0), 0);
-  ck_assert_int_eq(pcl_registry_max_channels_per_peer(r1, 4, 4, PCL_PLAN_CHAN_MEMORY, 1), 1);
-  uint64_t h1 = pcl_registry_plans_hash(r1, 2, 2);
-  ck_assert_uint_eq(h1, pcl_registry_plans_hash(r2, 2, 2));
-  ck_assert_uint_ne(h1, pcl_registry_plans_hash(r3, 2, 2)); /* another priority */
-  ck_assert_uint_ne(h1, pcl_registry_plans_hash(r1, 4, 4)); /* no plan for 4 ranks */
-  ck_assert_uint_eq(pcl_registry_plans_hash(r1, 4, 4), pcl_registry_plans_hash(r3, 4, 4));
+  ck_assert_int_eq(pcl_registry_max_channels_per_peer(r1, 2, 2, PCL_PLAN_CHAN_MEMORY, 1, 1), 1);
+  ck_assert_int_eq(pcl_registry_max_channels_per_peer(r1, 2, 2, PCL_PLAN_CHAN_MEMORY, 3, 1), 3);
+  ck_assert_int_eq(pcl_registry_max_channels_per_peer(r1, 2, 2, PCL_PLAN_CHAN_PORT, 0, 1), 0);
+  ck_assert_int_eq(pcl_registry_max_channels_per_peer(r1, 4, 4, PCL_PLAN_CHAN_MEMORY, 1, 1), 1);
+  uint64_t h1 = pcl_registry_plans_hash(r1, 2, 2, 1);
+  ck_assert_uint_eq(h1, pcl_registry_plans_hash(r2, 2, 2, 1));
+  ck_assert_uint_ne(h1, pcl_registry_plans_hash(r3, 2, 2, 1)); /* another priority */
+  ck_assert_uint_ne(h1, pcl_registry_plans_hash(r1, 4, 4, 1)); /* no plan for 4 ranks */
+  ck_assert_uint_eq(pcl_registry_plans_hash(r1, 4, 4, 1), pcl_registry_plans_hash(r3, 4, 4, 1));
   pcl_registry_destroy(r1);
   pcl_registry_destroy(r2);
   pcl_registry_destroy(r3);

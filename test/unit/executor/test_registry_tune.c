@@ -114,18 +114,49 @@ END_TEST
 START_TEST(test_tuned_only_counts_when_named) {
   pcl_registry_t *r = create_tuned();
   /* Up to 2 MiB: a_wide's 1 MiB needs 4 MiB of scratch (test_registry), extra's 2 MiB twice. */
-  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 2, 2, 2 << 20), 4u << 20);
-  uint64_t h = pcl_registry_plans_hash(r, 2, 2);
+  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 2, 2, 2 << 20, 1), 4u << 20);
+  uint64_t h = pcl_registry_plans_hash(r, 2, 2, 1);
   char *none = tune_text("\"path\": \"extra\"", "\"path\": \"nccl\"");
   set_table(r, none); /* names a_wide only */
   free(none);
-  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 2, 2, 2 << 20), 4u << 20);
+  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 2, 2, 2 << 20, 1), 4u << 20);
   set_table(r, TUNE_GOOD);
-  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 2, 2, 2 << 20), 8u << 20);
-  ck_assert_uint_ne(pcl_registry_plans_hash(r, 2, 2), h);
+  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 2, 2, 2 << 20, 1), 8u << 20);
+  ck_assert_uint_ne(pcl_registry_plans_hash(r, 2, 2, 1), h);
   pcl_registry_set_tuning(r, NULL, 1);
-  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 2, 2, 2 << 20), 4u << 20);
-  ck_assert_uint_eq(pcl_registry_plans_hash(r, 2, 2), h);
+  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 2, 2, 2 << 20, 1), 4u << 20);
+  ck_assert_uint_eq(pcl_registry_plans_hash(r, 2, 2, 1), h);
+  pcl_registry_destroy(r);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+/* A communicator whose ranks read different tables follows none: with tuned = 0 the scratch,
+ * channels and plans hash are those without the table, and its calls ignore the table. The
+ * tuning hash the ranks compare first is the same with no table and with one that has no entry
+ * of the communicator's shape. */
+START_TEST(test_untuned_communicator) {
+  pcl_registry_t *r = create_tuned();
+  uint64_t h = pcl_registry_plans_hash(r, 2, 2, 1), none = pcl_registry_tuning_hash(r, 2, 2);
+  ck_assert_uint_eq(pcl_registry_tuning_hash(r, 4, 4), none);
+  set_table(r, TUNE_GOOD);
+  ck_assert_uint_ne(pcl_registry_tuning_hash(r, 2, 2), none);
+  ck_assert_uint_eq(pcl_registry_tuning_hash(r, 4, 4), none); /* no entry of that shape */
+  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 2, 2, 2 << 20, 1), 8u << 20);
+  ck_assert_uint_eq(pcl_registry_max_scratch_bytes(r, 2, 2, 2 << 20, 0), 4u << 20);
+  ck_assert_uint_eq(pcl_registry_plans_hash(r, 2, 2, 0), h);
+  ck_assert_uint_ne(pcl_registry_plans_hash(r, 2, 2, 1), h);
+  int tuned = -1;
+  pcl_registry_call_t c = call(65536);
+  ck_assert_str_eq(sel(r, c, &tuned), "NCCL"); /* the table's range */
+  ck_assert_int_eq(tuned, 1);
+  c.untuned = 1;
+  ck_assert_str_eq(sel(r, c, &tuned), "a_wide");
+  ck_assert_int_eq(tuned, 0);
+  c = call(4096);
+  c.untuned = 1;
+  ck_assert_str_ne(sel(r, c, NULL), "extra"); /* tuned-only: never by the untuned rules */
+  ck_assert_uint_eq(pcl_registry_tuning_hash(NULL, 2, 2), none);
   pcl_registry_destroy(r);
   PCL_ASSERT_NO_LEAKS();
 }
@@ -134,7 +165,7 @@ END_TEST
 /* A file measured elsewhere: the check says why and the registry stays untuned. */
 START_TEST(test_stale_identity_ignored) {
   pcl_registry_t *r = create_tuned();
-  uint64_t h = pcl_registry_plans_hash(r, 2, 2);
+  uint64_t h = pcl_registry_plans_hash(r, 2, 2, 1);
   pcl_tune_t *t = tune_good();
   pcl_tune_identity_t here = tune_here();
   here.plans_digest = pcl_registry_plans_digest(r);
@@ -149,7 +180,7 @@ START_TEST(test_stale_identity_ignored) {
   ck_assert_str_eq(sel(r, call(1024), &tuned), "b_narrow");
   ck_assert_int_eq(tuned, 0);
   ck_assert_str_eq(sel(r, call(8192), &tuned), "a_wide");
-  ck_assert_uint_eq(pcl_registry_plans_hash(r, 2, 2), h);
+  ck_assert_uint_eq(pcl_registry_plans_hash(r, 2, 2, 1), h);
   pcl_registry_destroy(r);
   PCL_ASSERT_NO_LEAKS();
 }
@@ -187,24 +218,24 @@ END_TEST
  * not with the measured times, nor with entries for other worlds. */
 START_TEST(test_plans_hash_follows_table) {
   pcl_registry_t *r1 = create_tuned(), *r2 = create_tuned();
-  uint64_t h0 = pcl_registry_plans_hash(r1, 2, 2);
-  ck_assert_uint_eq(pcl_registry_plans_hash(r2, 2, 2), h0);
+  uint64_t h0 = pcl_registry_plans_hash(r1, 2, 2, 1);
+  ck_assert_uint_eq(pcl_registry_plans_hash(r2, 2, 2, 1), h0);
   set_table(r1, TUNE_GOOD);
-  uint64_t h1 = pcl_registry_plans_hash(r1, 2, 2);
+  uint64_t h1 = pcl_registry_plans_hash(r1, 2, 2, 1);
   ck_assert_uint_ne(h1, h0);
   char *slower = tune_text("\"us\": 9.5", "\"us\": 19.5");
   set_table(r2, slower);
-  ck_assert_uint_eq(pcl_registry_plans_hash(r2, 2, 2), h1);
+  ck_assert_uint_eq(pcl_registry_plans_hash(r2, 2, 2, 1), h1);
   char *moved = tune_text("\"max\": 65536", "\"max\": 32768");
   set_table(r2, moved);
-  ck_assert_uint_ne(pcl_registry_plans_hash(r2, 2, 2), h1);
+  ck_assert_uint_ne(pcl_registry_plans_hash(r2, 2, 2, 1), h1);
   char *winner = tune_text("\"path\": \"a_wide\"", "\"path\": \"b_narrow\"");
   set_table(r2, winner);
-  ck_assert_uint_ne(pcl_registry_plans_hash(r2, 2, 2), h1);
+  ck_assert_uint_ne(pcl_registry_plans_hash(r2, 2, 2, 1), h1);
   char *other = tune_text("\"world\": 2, \"ranks_per_node\": 2", "\"world\": 4, "
                                                                  "\"ranks_per_node\": 4");
   set_table(r2, other);
-  ck_assert_uint_eq(pcl_registry_plans_hash(r2, 2, 2), h0);
+  ck_assert_uint_eq(pcl_registry_plans_hash(r2, 2, 2, 1), h0);
   free(slower);
   free(moved);
   free(winner);
@@ -249,6 +280,7 @@ int main(void) {
   tcase_add_test(tc, test_tuned_ranges_applied);
   tcase_add_test(tc, test_tuned_shape_exact);
   tcase_add_test(tc, test_tuned_only_counts_when_named);
+  tcase_add_test(tc, test_untuned_communicator);
   tcase_add_test(tc, test_stale_identity_ignored);
   tcase_add_test(tc, test_name_not_loaded);
   tcase_add_test(tc, test_plans_hash_follows_table);

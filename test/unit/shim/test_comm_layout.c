@@ -72,7 +72,7 @@ static pcl_topo_t *make_topo(const shape_t *s, int me) {
 static int decide(const shape_t *s, int me, const pcl_registry_t *reg, const char *net,
                   pcl_comm_layout_t *l, char *why, size_t whylen) {
   pcl_topo_t *t = make_topo(s, me);
-  ck_assert_int_eq(pcl_comm_layout_decide(t, reg, net, l, why, whylen), ncclSuccess);
+  ck_assert_int_eq(pcl_comm_layout_decide(t, reg, 1, net, l, why, whylen), ncclSuccess);
   pcl_topo_destroy(t);
   return l->ok;
 }
