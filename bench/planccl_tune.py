@@ -111,7 +111,7 @@ def shape(args, ident, coll, place):
     return {"collective": coll, "world": args.g, "ranks_per_node": args.g,
             "ranks_per_gpu": -(-args.g // gpus) if args.share_gpu else 1,
             "process_model": "threads" if args.model == "thread" else "processes",
-            "inplace": place == "in", "registered": False}
+            "inplace": place == "in", "registered": bool(args.reg)}
 
 
 def forced_file(ident, entries, path):
@@ -129,7 +129,8 @@ class Bench:
         a = self.args
         self.n += 1
         csv = os.path.join(self.tmp, "run%d.csv" % self.n)
-        cmd = [a.bench, "--lib", "%s=%s" % (label, a.lib), "-g", str(a.g), "--model", a.model,
+        lib = a.lib + (":symm" if getattr(a, "reg", False) else "")
+        cmd = [a.bench, "--lib", "%s=%s" % (label, lib), "-g", str(a.g), "--model", a.model,
                "--coll", ",".join(a.coll), "-b", str(a.b), "-e", str(a.e), "-f", str(a.f),
                "--place", a.place, "--repeat", "1", "-w", str(a.w), "-n", str(a.n),
                "-G", str(a.G), "--csv", csv]
@@ -159,7 +160,7 @@ def identity(args, bench):
     path = os.path.join(bench.tmp, "identity.json")
     a = argparse.Namespace(**vars(args))
     a.coll, a.b, a.e, a.w, a.n, a.G, a.place = ["allreduce"], 1024, 1024, 0, 1, 0, "out"
-    a.g, a.share_gpu = 1, False  # one rank: any machine has its GPU
+    a.g, a.share_gpu, a.reg = 1, False, False  # one rank: any machine has its GPU
     Bench(a, bench.tmp).run("identity", "none", {"PLANCCL_TUNE_IDENTITY": path})
     try:
         with open(path) as f:
@@ -289,18 +290,20 @@ def table(args, meas, per, sizes, out=sys.stdout):
                                                  short(d[0], coll, args.g), gain))
 
 
-def write_csv(path, args, meas):
+def write_csv(path, shapes):
+    """The medians of every (args, measurements) pair, one planccl-bench CSV."""
     with open(path, "w") as f:
         f.write("lib,coll,model,ngpus,bytes,count,type,redop,root,place,mode,time_us,algbw_gbs,"
                 "busbw_gbs,wrong,speedup,path\n")
-        for (coll, place, s), cell in sorted(meas.items()):
-            for name, v in sorted(cell.items()):
-                med, _ = stats(v)
-                f.write("%s,%s,%s,%d,%d,%d,float,%s,%d,%s,%s,%.3f,%.4f,,0,,%s\n" %
-                        (name, coll, args.model, args.g, s, s // 4,
-                         "sum" if coll in ("allreduce", "reducescatter", "reduce") else "none",
-                         0 if coll in ("broadcast", "reduce") else -1, place, args.mode, med,
-                         s / med / 1e3 if med > 0 else 0, v[0][1]))
+        for args, meas in shapes:
+            for (coll, place, s), cell in sorted(meas.items()):
+                for name, v in sorted(cell.items()):
+                    med, _ = stats(v)
+                    f.write("%s,%s,%s,%d,%d,%d,float,%s,%d,%s,%s,%.3f,%.4f,,0,,%s\n" %
+                            (name, coll, args.model, args.g, s, s // 4,
+                             "sum" if coll in ("allreduce", "reducescatter", "reduce") else "none",
+                             0 if coll in ("broadcast", "reduce") else -1, place, args.mode, med,
+                             s / med / 1e3 if med > 0 else 0, v[0][1]))
 
 
 def confirm_report(meas, per):
@@ -325,6 +328,92 @@ def confirm_report(meas, per):
     return bad == 0
 
 
+def measure(args, ident, plans, bench, start):
+    """One world shape (args.g ranks, args.reg registered or not): every candidate, every round.
+    Returns (measurements, candidates per (coll, place), entries of the file, confirmed)."""
+    runs, per = plan_runs(args, ident, plans)
+    places = ("out", "in") if args.place == "both" else (args.place,)
+    labels = [UNTUNED] + [r[0] for r in runs] + ([TUNED] if args.confirm else [])
+    sizes = sizes_of(args)
+    what = "%d ranks%s" % (args.g, ", registered" if args.reg else "")
+    if args.dry_run:
+        print("# %s" % what)
+        for (coll, place), c in sorted(per.items()):
+            print("%s %s: %s" % (coll, place, ", ".join(c) or "(none)"))
+        print("%d runs per round, %d rounds" % (len(labels), args.rounds))
+        return {}, per, [], True
+    # Forced files, one per run; the state of an interrupted run of the same configuration.
+    files = {UNTUNED: "none", TUNED: args.confirm}
+    for label, force in runs:
+        entries = [dict(shape(args, ident, coll, place),
+                        ranges=[{"min": 1, "max": BIG, "path": path, "us": 0}])
+                   for (coll, place), path in sorted(force.items())]
+        files[label] = os.path.join(bench.tmp, "g%d%s-%s.json" % (args.g, "r" * args.reg, label))
+        forced_file(ident, entries, files[label])
+    force_of = dict(runs)
+    config = hashlib.sha256(json.dumps([ident, sorted(per.items()), labels, sizes, args.mode,
+                                        args.model, args.g, args.reg, args.share_gpu,
+                                        args.confirm, args.w, args.n, args.G]).encode()).hexdigest()
+    state_path = "%s%s.g%d%s.partial" % (args.out, ".confirm" if args.confirm else "", args.g,
+                                         "r" if args.reg else "")
+    done = {}
+    if os.path.exists(state_path) and not args.fresh:
+        with open(state_path) as f:
+            lines = [json.loads(line) for line in f if line.strip()]
+        if lines and lines[0].get("config") == config:
+            done = {(x["round"], x["label"]): x["rows"] for x in lines[1:]}
+            sys.stderr.write("planccl-tune: %s: resuming, %d runs already measured\n" %
+                             (what, len(done)))
+    os.makedirs(os.path.dirname(os.path.abspath(state_path)), exist_ok=True)
+    if not done:
+        with open(state_path, "w") as f:
+            f.write(json.dumps({"config": config}) + "\n")
+    meas, ran, t0 = {}, 0, time.time()
+    total = len(labels) * args.rounds
+    for rnd in range(args.rounds):
+        order = labels if rnd % 2 == 0 else labels[::-1]
+        for label in order:
+            rows = done.get((rnd, label))
+            if rows is None:
+                elapsed = time.time() - start
+                per_run = (time.time() - t0) / ran if ran else 0
+                if args.budget_s and ran and rnd > 0 and elapsed + per_run > args.budget_s:
+                    sys.stderr.write("planccl-tune: %s: budget reached after %d of %d rounds\n" %
+                                     (what, rnd, args.rounds))
+                    break
+                rows = bench.run(label, files[label])
+                ran += 1
+                with open(state_path, "a") as f:
+                    f.write(json.dumps({"round": rnd, "label": label, "rows": rows}) + "\n")
+                left = (time.time() - t0) / ran * (total - len(done) - ran)
+                sys.stderr.write("planccl-tune: %s [%d/%d] round %d %s done, %d:%02d left\n" %
+                                 (what, len(done) + ran, total, rnd + 1, label, left // 60,
+                                  left % 60))
+            record(meas, rows, args.mode, force_of.get(label, {}), label)
+        else:
+            continue
+        break
+    table(args, meas, per, sizes)
+    good = confirm_report(meas, per) if args.confirm else True
+    entries = []
+    for coll in args.coll:
+        for place in places:
+            rg = ranges(meas, coll, place, sizes)
+            if rg:
+                entries.append(dict(shape(args, ident, coll, place), ranges=rg))
+    os.unlink(state_path)
+    return meas, per, entries, good
+
+
+def worlds_of(args, ident, plans):
+    """-g's list, else every rank count (2 or more) the plans offer on one host, up to the GPUs
+    present unless the ranks share them."""
+    if args.g:
+        return [int(x) for x in args.g.split(",")]
+    offered = sorted({p["world"] for p in plans if p["rpn"] == p["world"] and p["world"] >= 2})
+    return [w for w in offered if args.share_gpu or w <= ident.get("gpus", 0)]
+
+
 def main(argv=None):
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(prog="planccl-tune", description=__doc__.splitlines()[0])
@@ -332,9 +421,12 @@ def main(argv=None):
     ap.add_argument("--bench", default=os.path.join(here, "planccl-bench"))
     ap.add_argument("--nccl", help="the real libnccl.so.2 planccl forwards to (PLANCCL_NCCL_LIB)")
     ap.add_argument("--no-nccl", action="store_true", help="do not measure NCCL as a candidate")
-    ap.add_argument("-g", type=int, default=0, help="ranks (default: the GPUs present)")
+    ap.add_argument("-g", default="", help="rank counts, e.g. 2,4,8 (default: every one the "
+                    "plans offer on the GPUs present)")
     ap.add_argument("--share-gpu", action="store_true", help="ranks share the GPUs there are")
     ap.add_argument("--model", choices=("thread", "proc"), default="thread")
+    ap.add_argument("--registered", choices=("no", "yes", "both"), default="no",
+                    help="buffers in symmetric windows (zero-copy plans are candidates then)")
     ap.add_argument("--coll", default=",".join(COLLS))
     ap.add_argument("-b", default="1K")
     ap.add_argument("-e", default="64M")
@@ -357,90 +449,37 @@ def main(argv=None):
     args.coll = [c for c in args.coll.split(",") if c]
     if any(c not in COLLS for c in args.coll):
         ap.error("--coll: expected a comma list of %s" % ", ".join(COLLS))
+    if args.g and not all(x.isdigit() and int(x) >= 1 for x in args.g.split(",")):
+        ap.error("-g: expected rank counts, e.g. 2 or 2,4,8")
     args.b, args.e = parse_size(args.b), parse_size(args.e)
     if args.f < 2 or args.b < 1 or args.e < args.b or args.rounds < 1:
         ap.error("need -b >= 1, -e >= -b, -f >= 2, --rounds >= 1")
     tmp = tempfile.mkdtemp(prefix="planccl-tune-")
-    bench = Bench(args, tmp)
-    ident = identity(args, bench)
-    if args.g == 0:
-        if ident.get("gpus", 0) < 2:
-            ap.error("one GPU: give the ranks to tune for, sharing it (-g N --share-gpu)")
-        args.g = ident["gpus"]
+    ident = identity(args, Bench(args, tmp))
     plans = load_plans(plan_dirs(args))
-    runs, per = plan_runs(args, ident, plans)
-    places = ("out", "in") if args.place == "both" else (args.place,)
-    labels = [UNTUNED] + [r[0] for r in runs] + ([TUNED] if args.confirm else [])
-    sizes = sizes_of(args)
+    worlds = worlds_of(args, ident, plans)
+    if not worlds:
+        ap.error("no rank count to tune: %d GPU(s) here; give -g, with --share-gpu to let ranks "
+                 "share them" % ident.get("gpus", 0))
+    regs = {"no": [False], "yes": [True], "both": [False, True]}[args.registered]
+    entries, good, start, csv_rows = [], True, time.time(), []
+    for g in worlds:
+        for reg in regs:
+            a = argparse.Namespace(**vars(args))
+            a.g, a.reg = g, reg
+            meas, per, got, ok = measure(a, ident, plans, Bench(a, tmp), start)
+            entries += got
+            good &= ok
+            csv_rows.append((a, meas))
     if args.dry_run:
-        for (coll, place), c in sorted(per.items()):
-            print("%s %s: %s" % (coll, place, ", ".join(c) or "(none)"))
-        print("%d runs per round, %d rounds" % (len(labels), args.rounds))
         return 0
-    # Forced files, one per run; the state of an interrupted run of the same configuration.
-    files = {UNTUNED: "none", TUNED: args.confirm}
-    for label, force in runs:
-        entries = [dict(shape(args, ident, coll, place),
-                        ranges=[{"min": 1, "max": BIG, "path": path, "us": 0}])
-                   for (coll, place), path in sorted(force.items())]
-        files[label] = os.path.join(tmp, label + ".json")
-        forced_file(ident, entries, files[label])
-    force_of = dict(runs)
-    config = hashlib.sha256(json.dumps([ident, sorted(per.items()), labels, sizes, args.mode,
-                                        args.model, args.g, args.share_gpu, args.confirm,
-                                        args.w, args.n, args.G]).encode()).hexdigest()
-    state_path = args.out + (".confirm" if args.confirm else "") + ".partial"
-    done = {}
-    if os.path.exists(state_path) and not args.fresh:
-        with open(state_path) as f:
-            lines = [json.loads(l) for l in f if l.strip()]
-        if lines and lines[0].get("config") == config:
-            done = {(l["round"], l["label"]): l["rows"] for l in lines[1:]}
-            sys.stderr.write("planccl-tune: resuming, %d runs already measured\n" % len(done))
-    os.makedirs(os.path.dirname(os.path.abspath(state_path)), exist_ok=True)
-    if not done:
-        with open(state_path, "w") as f:
-            f.write(json.dumps({"config": config}) + "\n")
-    meas, start, ran = {}, time.time(), 0
-    total = len(labels) * args.rounds
-    for rnd in range(args.rounds):
-        order = labels if rnd % 2 == 0 else labels[::-1]
-        for label in order:
-            rows = done.get((rnd, label))
-            if rows is None:
-                elapsed = time.time() - start
-                if args.budget_s and ran and rnd > 0 and elapsed + elapsed / ran > args.budget_s:
-                    sys.stderr.write("planccl-tune: budget reached after %d of %d rounds\n" %
-                                     (rnd, args.rounds))
-                    break
-                rows = bench.run(label, files[label])
-                ran += 1
-                with open(state_path, "a") as f:
-                    f.write(json.dumps({"round": rnd, "label": label, "rows": rows}) + "\n")
-                left = (time.time() - start) / ran * (total - len(done) - ran)
-                sys.stderr.write("planccl-tune: [%d/%d] round %d %s done, %d:%02d left\n" %
-                                 (len(done) + ran, total, rnd + 1, label, left // 60, left % 60))
-            record(meas, rows, args.mode, force_of.get(label, {}), label)
-        else:
-            continue
-        break
-    table(args, meas, per, sizes)
     if args.csv:
-        write_csv(args.csv, args, meas)
+        write_csv(args.csv, csv_rows)
         print("\nCSV: %s (plot: python3 bench/plot.py %s)" % (args.csv, args.csv))
     if args.confirm:
-        good = confirm_report(meas, per)
-        os.unlink(state_path)
         return 0 if good else 1
-    entries = []
-    for coll in args.coll:
-        for place in places:
-            rg = ranges(meas, coll, place, sizes)
-            if rg:
-                entries.append(dict(shape(args, ident, coll, place), ranges=rg))
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     forced_file(ident, entries, args.out)
-    os.unlink(state_path)
     print("\nwrote %s: %d call shapes; undo: remove it, or PLANCCL_TUNE_FILE=none" %
           (args.out, len(entries)))
     return 0

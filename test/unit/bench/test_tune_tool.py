@@ -15,9 +15,9 @@ TOOL, PLAN_TOOL = sys.argv[1], sys.argv[2]
 PLANS = os.path.join(HERE, "data", "tune_plans")
 
 
-def tune(tmp, *extra, env=None, check=True):
+def tune(tmp, *extra, env=None, check=True, ranks=("-g", "2", "--share-gpu")):
     cmd = [sys.executable, TOOL, "--bench", os.path.join(HERE, "fake_bench.py"), "--lib",
-           "/nonexistent/libplanccl.so", "--plans", PLANS, "-g", "2", "--share-gpu",
+           "/nonexistent/libplanccl.so", "--plans", PLANS] + list(ranks) + [
            "--coll", "allreduce", "-b", "1K", "-e", "1M", "-f", "4", "--rounds", "2",
            "--out", os.path.join(tmp, "tune.json")] + list(extra)
     e = dict(os.environ, FAKE_PLANS=PLANS, FAKE_COUNT=os.path.join(tmp, "count"))
@@ -74,17 +74,29 @@ def main():
         r = tune(tmp, env={"FAKE_INTERRUPT_AT": "5"}, check=False)
         expect(r.returncode != 0 and not os.path.exists(os.path.join(tmp, "tune.json")),
                "an interrupted run writes no file")
-        expect(os.path.exists(os.path.join(tmp, "tune.json.partial")), "its state is kept")
+        expect(os.path.exists(os.path.join(tmp, "tune.json.g2.partial")), "its state is kept")
         r = tune(tmp)
         expect("resuming, 3 runs already measured" in r.stderr, "resumed: " + r.stderr)
         expect(runs(tmp) == 5 + 1 + 5, "runs after resuming: %d" % runs(tmp))
         with open(os.path.join(tmp, "tune.json")) as f:
             expect(json.load(f) == t, "the resumed file is the same")
-        expect(not os.path.exists(os.path.join(tmp, "tune.json.partial")), "state removed")
+        expect(not os.path.exists(os.path.join(tmp, "tune.json.g2.partial")), "state removed")
 
         # A budget smaller than one run: one round, then stop.
         r = tune(tmp, "--budget-s", "0.001", "--fresh")
         expect("budget reached after 1 of 2 rounds" in r.stderr, "budget: " + r.stderr)
+
+        # Which shapes: by default every rank count the plans offer (2 here), sharing the GPU
+        # only when asked; registered buffers on request.
+        r = tune(tmp, "--dry-run", "--registered", "both", ranks=("--share-gpu",))
+        expect("# 2 ranks\n" in r.stdout and "# 2 ranks, registered\n" in r.stdout,
+               "shapes: " + r.stdout)
+        r = tune(tmp, "--dry-run", ranks=(), check=False)
+        expect(r.returncode == 2 and "no rank count to tune" in r.stderr, "one GPU: " + r.stderr)
+        r = tune(tmp, "--registered", "yes", "--out", os.path.join(tmp, "reg.json"))
+        with open(os.path.join(tmp, "reg.json")) as f:
+            reg = json.load(f)["entries"]
+        expect(reg and all(e["registered"] for e in reg), "registered entries")
 
         # --confirm: the file holds; one that sends every size to NCCL does not.
         r = tune(tmp, "--confirm", os.path.join(tmp, "tune.json"))
