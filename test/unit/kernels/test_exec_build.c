@@ -465,7 +465,10 @@ static void ew_run(const pcl_kew_t *e, const float *in, float *out, uint32_t fla
 static pcl_plan_t *load_shipped(const char *rel) {
   const char *src = getenv("PCL_SOURCE_DIR");
   char path[1024], err[512] = "";
-  snprintf(path, sizeof(path), "%s/%s", src != NULL ? src : PCL_TEST_SOURCE_DIR, rel);
+  if (rel[0] == '/') /* a plan made by the test's fixture */
+    snprintf(path, sizeof(path), "%s", rel);
+  else
+    snprintf(path, sizeof(path), "%s/%s", src != NULL ? src : PCL_TEST_SOURCE_DIR, rel);
   pcl_plan_t *p = NULL;
   ck_assert_msg(pcl_plan_load(path, &p, err, sizeof(err)) == ncclSuccess, "%s: %s", path, err);
   return p;
@@ -502,7 +505,8 @@ static void ew_shipped(const char *rel, int nranks, int want) {
   ck_assert_int_eq(p->n_gpus, nranks);
   const uint32_t bytes = 4096, nf = bytes / 4;
   pcl_exec_shape_t sh;
-  ck_assert_int_eq(pcl_exec_shape(p, 0, bytes, bytes, &sh), ncclSuccess);
+  ck_assert_msg(pcl_exec_shape(p, 0, bytes, bytes, &sh) == ncclSuccess, "%s: no layout at %u bytes",
+                rel, bytes);
   const uint64_t half = (sh.scratch_half + 255) & ~(uint64_t)255;
   char *scratch[8];
   float *in[8], *out[8];
@@ -665,7 +669,8 @@ static void ewx_shipped(const char *rel, int nranks) {
   const uint32_t total = 4096 * (uint32_t)nranks, chunk = total / (uint32_t)nranks;
   const uint32_t in_bytes = ag ? chunk : total, out_bytes = rs ? chunk : total;
   pcl_exec_shape_t sh;
-  ck_assert_int_eq(pcl_exec_shape(p, 0, in_bytes, out_bytes, &sh), ncclSuccess);
+  ck_assert_msg(pcl_exec_shape(p, 0, in_bytes, out_bytes, &sh) == ncclSuccess,
+                "%s: no layout at %u bytes", rel, total);
   const uint64_t half = (sh.scratch_half + 255) & ~(uint64_t)255;
   char *scratch[8];
   float *big[8], *small[8], *in[8], *out[8];
@@ -853,6 +858,56 @@ START_TEST(test_bad_args) {
 }
 END_TEST
 
+/* An allgather that proves elementwise (EW, bound n) on every rank, at 4 KiB per rank. */
+static void ew_allgather_proves(const char *rel, int nranks) {
+  pcl_plan_t *p = load_shipped(rel);
+  const uint32_t chunk = 4096, total = chunk * (uint32_t)nranks;
+  pcl_exec_shape_t sh;
+  ck_assert_msg(pcl_exec_shape(p, 0, chunk, total, &sh) == ncclSuccess, "%s: no layout", rel);
+  const uint64_t half = (sh.scratch_half + 255) & ~(uint64_t)255;
+  char *scratch[8];
+  for (int r = 0; r < nranks; r++)
+    scratch[r] = pcl_calloc(2 * half, 1, "test scratch");
+  pcl_kew_t *ew = pcl_calloc((size_t)p->max_blocks, sizeof(*ew), "test ew");
+  for (int r = 0; r < nranks; r++) {
+    pcl_kblock_t *b = shipped_blocks(p, r, scratch, half, chunk, total);
+    char why[160] = "";
+    int got = pcl_exec_ew_build(b, p->max_blocks, (uint64_t)(uintptr_t)scratch[r], half, ew, why,
+                                sizeof(why));
+    ck_assert_msg(got == nranks, "%s rank %d: EW bound %d, want %d (%s)", rel, r, got, nranks, why);
+    pcl_free(b);
+  }
+  pcl_free(ew);
+  for (int r = 0; r < nranks; r++)
+    pcl_free(scratch[r]);
+  pcl_plan_destroy(p);
+}
+
+/* Variants of the shipped LL algorithms made with the DSL (gen_variants.py, run by ctest as a
+ * fixture; PCL_VARIANTS names its manifest): other rank, block and thread counts, placements and
+ * reduction orders. Each must take the kernel the manifest names and compute its collective, so
+ * the fast path follows what a plan does rather than which file it is. */
+START_TEST(test_variants) {
+  const char *manifest = getenv("PCL_VARIANTS");
+  FILE *f = fopen(manifest, "r");
+  ck_assert_msg(f != NULL, "cannot read %s", manifest);
+  char kind[8], path[1024];
+  int n, count = 0;
+  while (fscanf(f, "%7s %d %1023s", kind, &n, path) == 3) {
+    if (strcmp(kind, "ew") == 0)
+      ew_shipped(path, n, n);
+    else if (strcmp(kind, "ew-ag") == 0)
+      ew_allgather_proves(path, n);
+    else
+      ewx_shipped(path, n);
+    count++;
+  }
+  fclose(f);
+  ck_assert_int_ge(count, 90);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("exec_build");
   TCase *tc = tcase_create("core");
@@ -874,5 +929,11 @@ int main(void) {
   tcase_add_test(tc, test_root_shift);
   tcase_add_test(tc, test_bad_args);
   suite_add_tcase(s, tc);
+  if (getenv("PCL_VARIANTS") != NULL) { /* the test_exec_variants run (CMakeLists.txt) */
+    TCase *v = tcase_create("variants");
+    tcase_set_timeout(v, 120);
+    tcase_add_test(v, test_variants);
+    suite_add_tcase(s, v);
+  }
   return pcl_test_run_suite(s);
 }
