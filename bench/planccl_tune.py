@@ -13,8 +13,9 @@ order reverses every round; the time of a candidate at a size is its median over
 import argparse
 import hashlib
 import json
-import math
 import os
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -114,7 +115,7 @@ def shape(args, ident, coll, place):
             "inplace": place == "in", "registered": bool(args.reg)}
 
 
-def forced_file(ident, entries, path):
+def write_tune_file(ident, entries, path):
     with open(path, "w") as f:
         json.dump({"planccl_tune": 1, "identity": ident, "entries": entries}, f)
 
@@ -170,12 +171,16 @@ def identity(args, bench):
                  "planccl-bench at --bench?)")
 
 
-def plan_runs(args, ident, plans):
+def places_of(args):
+    return ("out", "in") if args.place == "both" else (args.place,)
+
+
+def plan_runs(args, plans):
     """The runs of one round: each a label and, per (coll, place), the path it forces."""
     lo, hi = args.b, args.e
     per = {}
     for coll in args.coll:
-        for place in (("out", "in") if args.place == "both" else (args.place,)):
+        for place in places_of(args):
             c = ([] if args.no_nccl else [NCCL]) + candidates(plans, coll, args.g, place, lo, hi)
             per[(coll, place)] = c
     n = max([len(c) for c in per.values()] + [0])
@@ -306,7 +311,7 @@ def write_csv(path, shapes):
                              s / med / 1e3 if med > 0 else 0, v[0][1]))
 
 
-def confirm_report(meas, per):
+def confirm_report(meas):
     """Per cell: the tuned run took the fastest candidate's path, or came within 3% of its time,
     or within the spread across rounds (of either) where that is larger."""
     ok = bad = 0
@@ -330,9 +335,8 @@ def confirm_report(meas, per):
 
 def measure(args, ident, plans, bench, start):
     """One world shape (args.g ranks, args.reg registered or not): every candidate, every round.
-    Returns (measurements, candidates per (coll, place), entries of the file, confirmed)."""
-    runs, per = plan_runs(args, ident, plans)
-    places = ("out", "in") if args.place == "both" else (args.place,)
+    Returns (measurements, entries of the file, confirmed)."""
+    runs, per = plan_runs(args, plans)
     labels = [UNTUNED] + [r[0] for r in runs] + ([TUNED] if args.confirm else [])
     sizes = sizes_of(args)
     what = "%d ranks%s" % (args.g, ", registered" if args.reg else "")
@@ -341,7 +345,7 @@ def measure(args, ident, plans, bench, start):
         for (coll, place), c in sorted(per.items()):
             print("%s %s: %s" % (coll, place, ", ".join(c) or "(none)"))
         print("%d runs per round, %d rounds" % (len(labels), args.rounds))
-        return {}, per, [], True
+        return {}, [], True
     # Forced files, one per run; the state of an interrupted run of the same configuration.
     files = {UNTUNED: "none", TUNED: args.confirm}
     for label, force in runs:
@@ -349,7 +353,7 @@ def measure(args, ident, plans, bench, start):
                         ranges=[{"min": 1, "max": BIG, "path": path, "us": 0}])
                    for (coll, place), path in sorted(force.items())]
         files[label] = os.path.join(bench.tmp, "g%d%s-%s.json" % (args.g, "r" * args.reg, label))
-        forced_file(ident, entries, files[label])
+        write_tune_file(ident, entries, files[label])
     force_of = dict(runs)
     config = hashlib.sha256(json.dumps([ident, sorted(per.items()), labels, sizes, args.mode,
                                         args.model, args.g, args.reg, args.share_gpu,
@@ -394,15 +398,15 @@ def measure(args, ident, plans, bench, start):
             continue
         break
     table(args, meas, per, sizes)
-    good = confirm_report(meas, per) if args.confirm else True
+    good = confirm_report(meas) if args.confirm else True
     entries = []
     for coll in args.coll:
-        for place in places:
+        for place in places_of(args):
             rg = ranges(meas, coll, place, sizes)
             if rg:
                 entries.append(dict(shape(args, ident, coll, place), ranges=rg))
     os.unlink(state_path)
-    return meas, per, entries, good
+    return meas, entries, good
 
 
 def worlds_of(args, ident, plans):
@@ -455,6 +459,16 @@ def main(argv=None):
     if args.f < 2 or args.b < 1 or args.e < args.b or args.rounds < 1:
         ap.error("need -b >= 1, -e >= -b, -f >= 2, --rounds >= 1")
     tmp = tempfile.mkdtemp(prefix="planccl-tune-")
+    # Terminated, it still removes its scratch files (the measured runs stay in the state file).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    try:
+        return tune(ap, args, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def tune(ap, args, tmp):
+    """Every world shape asked, then the table, the CSV and the file (or the confirmation)."""
     ident = identity(args, Bench(args, tmp))
     plans = load_plans(plan_dirs(args))
     worlds = worlds_of(args, ident, plans)
@@ -467,7 +481,7 @@ def main(argv=None):
         for reg in regs:
             a = argparse.Namespace(**vars(args))
             a.g, a.reg = g, reg
-            meas, per, got, ok = measure(a, ident, plans, Bench(a, tmp), start)
+            meas, got, ok = measure(a, ident, plans, Bench(a, tmp), start)
             entries += got
             good &= ok
             csv_rows.append((a, meas))
@@ -479,7 +493,7 @@ def main(argv=None):
     if args.confirm:
         return 0 if good else 1
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    forced_file(ident, entries, args.out)
+    write_tune_file(ident, entries, args.out)
     print("\nwrote %s: %d call shapes; undo: remove it, or PLANCCL_TUNE_FILE=none" %
           (args.out, len(entries)))
     return 0
