@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT
- * What every planccl kernel shares at its ends: the phase timers of PCL_KPROF builds and the end
- * of a call (avg post-scale, then this block's flag slots; protocols in kernel_abi.h). */
+ * What every planccl kernel shares at its ends: the phase timers of PCL_KPROF builds, the start of
+ * the kernels that run a packed program, and the end of a call (avg post-scale, then this block's
+ * flag slots; protocols in kernel_abi.h). */
 #ifndef PCL_EXEC_END_CUH
 #define PCL_EXEC_END_CUH
 
@@ -90,6 +91,55 @@ static __device__ __forceinline__ void pcl_kdep_trigger(const pcl_kargs_t &a, bo
       __syncthreads();
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   }
+}
+
+/* The start of the kernels that run a packed program (the interpreter, the LL and Simple kernels):
+ * thread 0 loads this block's flag slot (written by the previous call's kernel) while every thread
+ * copies its share of the block's packed program (written by the host before the launch): one round
+ * of independent loads. Launched with PDL (-DPCL_PDL=ON builds only: pcl_kpdl), the flag load must
+ * follow pcl_kdep_wait and the program may be read before it. The caller's __syncthreads makes both
+ * visible. */
+static __device__ __forceinline__ void pcl_kstart(const pcl_kargs_t &a, uint4 *smem,
+                                                  uint64_t *flag64) {
+  const uint4 *g = (const uint4 *)a.blocks + (size_t)blockIdx.x * (a.stride / 16);
+  const uint32_t n = a.stride / 16u;
+  if (!pcl_kpdl(a)) {
+    if (threadIdx.x == 0)
+      *flag64 = *(volatile uint64_t *)&a.state->flag[blockIdx.x % PCL_KABI_FLAG_SLOTS] + 1;
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+      smem[i] = g[i];
+    return;
+  }
+  /* The first unit is held in a register across the wait, so thread 0's flag load is issued
+   * while it is in flight (storing it first would wait for it: two round trips, not one). */
+  uint4 first = make_uint4(0, 0, 0, 0);
+  if (threadIdx.x < n)
+    first = g[threadIdx.x];
+  pcl_kdep_wait();
+  if (threadIdx.x == 0)
+    *flag64 = *(volatile uint64_t *)&a.state->flag[blockIdx.x % PCL_KABI_FLAG_SLOTS] + 1;
+  if (threadIdx.x < n)
+    smem[threadIdx.x] = first;
+  for (uint32_t i = threadIdx.x + blockDim.x; i < n; i += blockDim.x)
+    smem[i] = g[i];
+}
+
+/* The base of ref r's buffer in this call (this call's scratch half applied) and, in *kind, the
+ * buffer it is (a remote ref: the peer's buffer kind), for the kernels that resolve their refs
+ * once per call (the LL and Simple kernels). */
+static __device__ __forceinline__ char *pcl_kref_base(const pcl_kargs_t &a,
+                                                      const pcl_kremote_t *remote,
+                                                      const pcl_kref_t *r, uint32_t odd,
+                                                      uint32_t *kind) {
+  *kind = r->kind;
+  if (r->kind == PCL_KBUF_REMOTE) {
+    const pcl_kremote_t *rm = &remote[r->slot];
+    *kind = rm->kind;
+    return (char *)(uintptr_t)rm->ptr + (odd ? rm->odd_half : 0);
+  }
+  if (r->kind == PCL_KBUF_SCRATCH)
+    return (char *)(uintptr_t)a.scratch + (odd ? a.scratch_half : 0);
+  return (char *)(uintptr_t)(r->kind == PCL_KBUF_INPUT ? a.in : a.out);
 }
 
 /* The avg barrier, with the calling kernel's spin watchdog. */

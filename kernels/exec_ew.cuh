@@ -74,7 +74,7 @@ static __device__ __forceinline__ W pcl_kew_reduce(const W *x, int nterm) {
  * lane's 16-byte unit `unit` of the block's descriptor `d` where `load` (the lanes then share
  * the units by shuffles). The loads do not depend on the flag, so they overlap the slot's.
  * Launched with PDL, the slot is read after pcl_kdep_wait and the descriptor before; without,
- * the slot first and no wait, as in pcl_kstart (exec_kernel.cu). The host wrote the descriptor
+ * the slot first and no wait, as in pcl_kstart (exec_end.cuh). The host wrote the descriptor
  * before the launch; the slot is the previous call's kernel's. */
 static __device__ __forceinline__ uint64_t pcl_kew_enter(const pcl_kargs_t &a, const uint4 *d,
                                                          bool load, unsigned unit, uint4 *mine) {

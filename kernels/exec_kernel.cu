@@ -10,39 +10,10 @@
 #include "kernels.h"
 #include "exec_end.cuh"
 #include "exec_ew.h"
+#include "exec_simple.h"
 extern "C" {
 #include "log.h"
 #include "param.h"
-}
-
-/* Both kernels' start: thread 0 loads this block's flag slot (written by the previous call's
- * kernel) while every thread copies its share of the block's packed program (written by the
- * host before the launch): one round of independent loads. Launched with PDL (-DPCL_PDL=ON
- * builds only: pcl_kpdl), the flag load must follow pcl_kdep_wait and the program may be read
- * before it. The caller's __syncthreads makes both visible. */
-static __device__ __forceinline__ void pcl_kstart(const pcl_kargs_t &a, uint4 *smem,
-                                                  uint64_t *flag64) {
-  const uint4 *g = (const uint4 *)a.blocks + (size_t)blockIdx.x * (a.stride / 16);
-  const uint32_t n = a.stride / 16u;
-  if (!pcl_kpdl(a)) {
-    if (threadIdx.x == 0)
-      *flag64 = *(volatile uint64_t *)&a.state->flag[blockIdx.x % PCL_KABI_FLAG_SLOTS] + 1;
-    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
-      smem[i] = g[i];
-    return;
-  }
-  /* The first unit is held in a register across the wait, so thread 0's flag load is issued
-   * while it is in flight (storing it first would wait for it: two round trips, not one). */
-  uint4 first = make_uint4(0, 0, 0, 0);
-  if (threadIdx.x < n)
-    first = g[threadIdx.x];
-  pcl_kdep_wait();
-  if (threadIdx.x == 0)
-    *flag64 = *(volatile uint64_t *)&a.state->flag[blockIdx.x % PCL_KABI_FLAG_SLOTS] + 1;
-  if (threadIdx.x < n)
-    smem[threadIdx.x] = first;
-  for (uint32_t i = threadIdx.x + blockDim.x; i < n; i += blockDim.x)
-    smem[i] = g[i];
 }
 
 /* Copies this block's packed program into shared memory, runs its ops, then advances this
@@ -141,15 +112,8 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS)
   const int nops = hdr->nops;
   for (uint32_t t = threadIdx.x; t < hdr->nrefs; t += blockDim.x) {
     const pcl_kref_t *r = &kref[t];
-    char *b;
-    if (r->kind == PCL_KBUF_REMOTE) {
-      const pcl_kremote_t *rm = &remote[r->slot];
-      b = (char *)(uintptr_t)rm->ptr + (odd ? rm->odd_half : 0);
-    } else if (r->kind == PCL_KBUF_SCRATCH) {
-      b = (char *)(uintptr_t)a.scratch + (odd ? a.scratch_half : 0);
-    } else {
-      b = (char *)(uintptr_t)(r->kind == PCL_KBUF_INPUT ? a.in : a.out);
-    }
+    uint32_t kind;
+    char *b = pcl_kref_base(a, remote, r, odd, &kind);
     refs.plain[t] = b + r->offset;
     refs.pkt[t] = b + (uint64_t)r->offset * PCL_KABI_PKT_RATIO;
     refs.size[t] = r->size;
@@ -186,8 +150,8 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS)
   PCL_KPROF_EXIT(nops);
 }
 
-/* The interpreter and the LL kernel per dtype; the EW kernels' rows (exec_ew.cu) are in the same
- * types.def order, which pcl_kernels_load_all checks. */
+/* The interpreter and the LL kernel per dtype; the Simple and EW kernels' rows (exec_simple.cu,
+ * exec_ew.cu) are in the same types.def order, which pcl_kernels_load_all checks. */
 static const struct {
   int dtype;
   size_t bytes;
@@ -200,7 +164,8 @@ static const struct {
 };
 #define PCL_KTABLE_N (sizeof(pcl_ktable) / sizeof(pcl_ktable[0]))
 
-/* Every kernel of a dtype has a slot: the interpreter, the LL kernel, then each EW bound's forms
+/* Every kernel of a dtype has a slot: the interpreter, the LL kernel, the Simple kernel (its own
+ * table, exec_simple.cu), then each EW bound's forms
  * (exec_ew.h), then each EWX bound's. A launch names (variant, form); the slot is where both
  * are one number. */
 #define PCL_KSLOTS (PCL_KVAR_EW2 + 2 * PCL_KEW_BOUNDS * PCL_KEW_NFORMS)
@@ -213,6 +178,8 @@ static int kslot_variant(int slot) {
 
 /* Kernel of (dtype index, slot). */
 static const void *kfn(size_t i, int slot) {
+  if (slot == PCL_KVAR_SIMPLE)
+    return (const void *)pcl_ksimple_table[i].fn;
   if (slot < PCL_KVAR_EW2)
     return (const void *)pcl_ktable[i].fn[slot];
   slot -= PCL_KVAR_EW2;
@@ -221,17 +188,17 @@ static const void *kfn(size_t i, int slot) {
                               : (const void *)pcl_kewx_table[i].fn[row - PCL_KEW_BOUNDS][form];
 }
 
-static const char *const kvar_name[PCL_KVARIANTS] = {"interpreter", "LL kernel",  "EW2 kernel",
-                                                     "EW4 kernel",  "EW8 kernel", "EWX2 kernel",
-                                                     "EWX4 kernel", "EWX8 kernel"};
+static const char *const kvar_name[PCL_KVARIANTS] = {"interpreter", "LL kernel",   "Simple kernel",
+                                                     "EW2 kernel",  "EW4 kernel",  "EW8 kernel",
+                                                     "EWX2 kernel", "EWX4 kernel", "EWX8 kernel"};
 
 /* Threads per block a variant is built for (__launch_bounds__). */
 static int kvar_max_threads(int v) {
-  return v == PCL_KVAR_INTERP ? 1024 : PCL_KABI_LL_MAX_THREADS;
+  return v == PCL_KVAR_INTERP || v == PCL_KVAR_SIMPLE ? 1024 : PCL_KABI_LL_MAX_THREADS;
 }
 
-/* Dynamic shared memory of a launch: the packed program for the interpreter and the LL kernel,
- * none for the EW kernels (they read their descriptor in place). */
+/* Dynamic shared memory of a launch: the packed program for the interpreter, the LL and the
+ * Simple kernel, none for the EW kernels (they read their descriptor in place). */
 static unsigned kvar_smem(int v, unsigned stride) {
   return v < PCL_KVAR_EW2 ? stride : 0u;
 }
@@ -504,14 +471,16 @@ static int resident_blocks_asked(int dev, int nthreads) {
 }
 
 extern "C" ncclResult_t pcl_kernels_load_all(void) {
-  if (pcl_kew_table_n != (int)PCL_KTABLE_N || pcl_kewx_table_n != (int)PCL_KTABLE_N) {
-    PCL_WARN(PCL_LOG_EXEC, "kernel tables disagree: %d EW and %d EWX rows for %d dtypes",
-             pcl_kew_table_n, pcl_kewx_table_n, (int)PCL_KTABLE_N);
+  if (pcl_kew_table_n != (int)PCL_KTABLE_N || pcl_kewx_table_n != (int)PCL_KTABLE_N ||
+      pcl_ksimple_table_n != (int)PCL_KTABLE_N) {
+    PCL_WARN(PCL_LOG_EXEC, "kernel tables disagree: %d EW, %d EWX and %d Simple rows for %d dtypes",
+             pcl_kew_table_n, pcl_kewx_table_n, pcl_ksimple_table_n, (int)PCL_KTABLE_N);
     return ncclInternalError;
   }
   for (size_t i = 0; i < PCL_KTABLE_N; i++)
     if (pcl_kew_table[i].dtype != pcl_ktable[i].dtype ||
-        pcl_kewx_table[i].dtype != pcl_ktable[i].dtype) {
+        pcl_kewx_table[i].dtype != pcl_ktable[i].dtype ||
+        pcl_ksimple_table[i].dtype != pcl_ktable[i].dtype) {
       PCL_WARN(PCL_LOG_EXEC, "kernel tables disagree on dtype row %d", (int)i);
       return ncclInternalError;
     }

@@ -447,31 +447,37 @@ static __device__ __forceinline__ void pcl_kop_barrier(const pcl_kctx_t *c, cons
   pcl_kgrid_barrier(&c->state->barrier[op->ids[0]], op->nblocks, w);
 }
 
-static __device__ __noinline__ void pcl_kop_sem(const pcl_kctx_t *c, const pcl_kop_t *op,
-                                                pcl_kwatch_t *w) {
+/* sem_acquire / sem_release on the plan's semaphores, with either kernel's spin watchdog. */
+template <typename WATCH>
+static __device__ __forceinline__ void pcl_ksem_op_t(const pcl_kop_t *op, int32_t *sems, WATCH *w) {
   uint32_t t = threadIdx.x;
   if (op->type == PCL_KOP_SEM_RELEASE) {
     __syncthreads();
     if (t < op->nids) {
       __threadfence();
-      atomicAdd(&c->sems[op->ids[t]], 1);
+      atomicAdd(&sems[op->ids[t]], 1);
     }
     return;
   }
   if (t < op->nids) {
-    int32_t *s = &c->sems[op->ids[t]];
+    int32_t *s = &sems[op->ids[t]];
     pcl_kwait_on(w, s, 1u, PCL_KWAIT_SEM);
-    pcl_kwatch_begin(w);
+    pcl_kspin_begin(w);
     for (;;) {
       int32_t v = *(volatile int32_t *)s;
       if (v > 0 && atomicCAS(s, v, v - 1) == v)
         break;
-      if (pcl_kwatch_tick(w))
+      if (pcl_kspin_tick(w))
         break;
     }
     __threadfence();
   }
   __syncthreads();
+}
+
+static __device__ __noinline__ void pcl_kop_sem(const pcl_kctx_t *c, const pcl_kop_t *op,
+                                                pcl_kwatch_t *w) {
+  pcl_ksem_op_t(op, c->sems, w);
 }
 
 /* ---- data-movement ops (no dtype) ---- */

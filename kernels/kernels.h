@@ -33,22 +33,25 @@ size_t pcl_kernels_dtype_bytes(ncclDataType_t dtype);
 ncclResult_t pcl_kernels_load_all(void);
 
 /* The kernels that run a program: the interpreter (any valid plan, packed program), the LL fast
- * path (packed programs of packet ops over memory channels only: pcl_exec_ll_eligible), and the
- * elementwise kernels (a pcl_kew_t per block: pcl_exec_ew_build) for up to 2, 4 and 8 puts and
- * terms per block. All but the interpreter take at most PCL_KABI_LL_MAX_THREADS threads. */
+ * path (packed programs of packet ops over memory channels only: pcl_exec_ll_eligible), the
+ * Simple kernel (packed programs of plain ops over memory channels: pcl_exec_simple_eligible),
+ * and the elementwise kernels (a pcl_kew_t per block: pcl_exec_ew_build) for up to 2, 4 and 8
+ * puts and terms per block. The LL and elementwise kernels take at most PCL_KABI_LL_MAX_THREADS
+ * threads, the interpreter and the Simple kernel 1024. */
 typedef enum {
   PCL_KVAR_INTERP = 0,
   PCL_KVAR_LL = 1,
-  PCL_KVAR_EW2 = 2,
-  PCL_KVAR_EW4 = 3,
-  PCL_KVAR_EW8 = 4,
-  PCL_KVAR_EWX2 = 5, /* several plain streams per block (a pcl_kewx_t per block) */
-  PCL_KVAR_EWX4 = 6,
-  PCL_KVAR_EWX8 = 7,
-  PCL_KVARIANTS = 8
+  PCL_KVAR_SIMPLE = 2,
+  PCL_KVAR_EW2 = 3,
+  PCL_KVAR_EW4 = 4,
+  PCL_KVAR_EW8 = 5,
+  PCL_KVAR_EWX2 = 6, /* several plain streams per block (a pcl_kewx_t per block) */
+  PCL_KVAR_EWX4 = 7,
+  PCL_KVAR_EWX8 = 8,
+  PCL_KVARIANTS = 9
 } pcl_kvariant_t;
 
-/* "interpreter", "LL kernel", "EW2 kernel" ... "EWX8 kernel"; "?" out of range. */
+/* "interpreter", "LL kernel", "Simple kernel", "EW2 kernel" ... "EWX8 kernel"; "?" out of range. */
 const char *pcl_kernels_variant_name(pcl_kvariant_t variant);
 
 /* Payload bytes of one packet (types.def: 8 for LL16, 4 for LL8), 0 for an unknown type. */

@@ -425,7 +425,10 @@ static ncclResult_t program_image(const pcl_exec_ctx_t *c, const pcl_plan_t *pla
     }
     PCL_INFO(PCL_LOG_EXEC, "plan %s, %llu/%llu bytes: %s, not elementwise (%s)", plan->name,
              (unsigned long long)p->in_bytes, (unsigned long long)p->out_bytes,
-             p->ll ? "LL kernel" : "interpreter", why);
+             p->ll       ? "LL kernel"
+             : p->simple ? "Simple kernel"
+                         : "interpreter",
+             why);
   }
   PCL_CALLOC(*image, (size_t)p->stride * (size_t)nb, "exec packed program");
   if (*image == NULL)
@@ -487,6 +490,10 @@ static ncclResult_t prog_build(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const 
           pcl_exec_ll_eligible(h_blocks, plan->max_blocks);
   if (p->ll)
     pcl_exec_mark_fused(h_blocks, plan->max_blocks);
+  p->simple = !p->ll && !c->cfg.interp_only && pcl_param_simple_kernel() &&
+              pcl_exec_simple_eligible(h_blocks, plan->max_blocks);
+  if (p->simple)
+    pcl_exec_mark_batches(h_blocks, plan->max_blocks);
   p->threads = pcl_exec_launch_threads(plan, p->ll);
   PCL_CHECK_GOTO(program_image(c, plan, h_blocks, p, &h_packed), res, out);
   for (int i = 0; i < g->n_sems; i++)
@@ -571,6 +578,7 @@ static pcl_kvariant_t prog_variant(const prog_t *p) {
          : p->ew == 4 ? PCL_KVAR_EW4
          : p->ew == 8 ? PCL_KVAR_EW8
          : p->ll      ? PCL_KVAR_LL
+         : p->simple  ? PCL_KVAR_SIMPLE
                       : PCL_KVAR_INTERP;
 }
 

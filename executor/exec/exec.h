@@ -48,6 +48,16 @@ ncclResult_t pcl_exec_build_blocks(const pcl_plan_t *plan, int rank, const pcl_p
  * PCL_KABI_LL_MAX_SRC sources: it can run on the LL fast-path kernel (kernels/exec_ll.cuh). */
 int pcl_exec_ll_eligible(const pcl_kblock_t *blocks, int nblocks);
 
+/* 1 when every op of the program is a plain op (copy, put, get, re, res, rre, rres) or a sync,
+ * barrier, semaphore or pipeline op, none on a port channel, with at most PCL_KABI_MAX_OP_REFS
+ * refs per side: it can run on the Simple kernel (kernels/exec_simple.cu). */
+int pcl_exec_simple_eligible(const pcl_kblock_t *blocks, int nblocks);
+
+/* Sets PCL_KOP_F_PAIRS_INDEP and PCL_KOP_F_WITH_NEXT (kernel_abi.h) on the copies, puts and gets
+ * of a Simple-kernel program that may run at once, from the ranges their refs name; returns how
+ * many ops got PAIRS_INDEP. Called after the remote slots are bound (it compares addresses). */
+int pcl_exec_mark_batches(pcl_kblock_t *blocks, int nblocks);
+
 /* Threads per block of a program's launches: the plan's, or for a program on the LL or EW
  * kernels (`fast`) at most their bound, PCL_KABI_LL_MAX_THREADS. Those kernels run every op as a
  * loop strided by blockDim, so a plan's result does not depend on its thread count. */

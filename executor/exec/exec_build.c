@@ -259,6 +259,137 @@ int pcl_exec_ll_eligible(const pcl_kblock_t *blocks, int nblocks) {
   return 1;
 }
 
+int pcl_exec_simple_eligible(const pcl_kblock_t *blocks, int nblocks) {
+  for (int b = 0; b < nblocks; b++)
+    for (int i = 0; i < blocks[b].nops; i++) {
+      const pcl_kop_t *op = &blocks[b].ops[i];
+      if (op->chan_type == PCL_KCHAN_PORT)
+        return 0;
+      switch (op->type) {
+      case PCL_KOP_NOP:
+      case PCL_KOP_BARRIER:
+      case PCL_KOP_SIGNAL:
+      case PCL_KOP_RLXSIGNAL:
+      case PCL_KOP_WAIT:
+      case PCL_KOP_RLXWAIT:
+      case PCL_KOP_FLUSH:
+      case PCL_KOP_SEM_ACQUIRE:
+      case PCL_KOP_SEM_RELEASE:
+      case PCL_KOP_PIPELINE:
+        continue;
+      case PCL_KOP_COPY:
+      case PCL_KOP_PUT:
+      case PCL_KOP_GET:
+      case PCL_KOP_RE:
+      case PCL_KOP_RES:
+      case PCL_KOP_RRE:
+      case PCL_KOP_RRES:
+        if (op->nsrc < 1 || op->ndst < 1 || op->nsrc > PCL_KABI_MAX_OP_REFS ||
+            op->ndst > PCL_KABI_MAX_OP_REFS)
+          return 0;
+        continue;
+      default:
+        return 0;
+      }
+    }
+  return 1;
+}
+
+/* ---- batches of copies for the Simple kernel ---- */
+
+static int is_copy(const pcl_kop_t *op) {
+  return op->type == PCL_KOP_COPY || op->type == PCL_KOP_PUT || op->type == PCL_KOP_GET;
+}
+
+/* 1 when two refs may touch a common byte. The user's input and output may be one buffer (in
+ * place) at offsets the plan does not say, and remote slots bound to the same address are the
+ * same buffer; unbound slots (address 0) are taken to be the same. */
+static int may_overlap(const pcl_kblock_t *k, const pcl_kref_t *a, const pcl_kref_t *b) {
+  const int ua = a->kind == PCL_KBUF_INPUT || a->kind == PCL_KBUF_OUTPUT;
+  const int ub = b->kind == PCL_KBUF_INPUT || b->kind == PCL_KBUF_OUTPUT;
+  if (ua && ub) {
+    if (a->kind != b->kind)
+      return 1;
+  } else if (a->kind != b->kind) {
+    return 0;
+  } else if (a->kind == PCL_KBUF_REMOTE && a->slot != b->slot &&
+             (k->remote[a->slot].ptr != k->remote[b->slot].ptr ||
+              k->remote[a->slot].kind != k->remote[b->slot].kind)) {
+    return 0;
+  }
+  return a->offset < b->offset + b->size && b->offset < a->offset + a->size;
+}
+
+/* The op's pairs (pcl_kop_move's rule): pair j reads src[min(j, nsrc-1)], writes
+ * dst[min(j, ndst-1)] for j over the remote side. */
+static int copy_pairs(const pcl_kop_t *op) {
+  return op->type == PCL_KOP_GET ? op->nsrc : op->ndst;
+}
+static const pcl_kref_t *pair_ref(const pcl_kblock_t *k, const pcl_kop_t *op, int j, int dst) {
+  return dst ? &k->refs[op->ref_first + op->nsrc + (j < op->ndst ? j : op->ndst - 1)]
+             : &k->refs[op->ref_first + (j < op->nsrc ? j : op->nsrc - 1)];
+}
+
+/* 1 when no pair of x writes what a pair of y reads or writes, nor the other way round (x == y:
+ * distinct pairs of one op). */
+static int copies_disjoint(const pcl_kblock_t *k, const pcl_kop_t *x, const pcl_kop_t *y) {
+  for (int i = 0; i < copy_pairs(x); i++)
+    for (int j = 0; j < copy_pairs(y); j++) {
+      if (x == y && i == j)
+        continue;
+      const pcl_kref_t *xd = pair_ref(k, x, i, 1), *yd = pair_ref(k, y, j, 1);
+      if (may_overlap(k, xd, yd) || may_overlap(k, xd, pair_ref(k, y, j, 0)) ||
+          may_overlap(k, yd, pair_ref(k, x, i, 0)))
+        return 0;
+    }
+  return 1;
+}
+
+/* Marks the copies of ops [from, to) (one scope: the top level or one pipeline's body) that may
+ * run as batches. A run grows while the next op is an independent copy disjoint from every op
+ * of the run so far. Ops inside a pipeline that wraps its scratch are left alone: their ranges
+ * move per iteration in ways the full ranges do not show. */
+static void mark_scope(pcl_kblock_t *k, int from, int to) {
+  int run = -1; /* first op of the current run */
+  for (int i = from; i < to; i++) {
+    pcl_kop_t *op = &k->ops[i];
+    if (!is_copy(op) || op->chan_type == PCL_KCHAN_PORT || !copies_disjoint(k, op, op)) {
+      run = -1;
+      continue;
+    }
+    op->flags |= PCL_KOP_F_PAIRS_INDEP;
+    int joins = run >= 0;
+    for (int j = run; joins && j < i; j++)
+      joins = copies_disjoint(k, &k->ops[j], op);
+    if (joins)
+      k->ops[i - 1].flags |= PCL_KOP_F_WITH_NEXT;
+    else
+      run = i;
+  }
+}
+
+int pcl_exec_mark_batches(pcl_kblock_t *blocks, int nblocks) {
+  int n = 0;
+  for (int b = 0; b < nblocks; b++) {
+    pcl_kblock_t *k = &blocks[b];
+    for (int i = 0; i < k->nops; i++)
+      k->ops[i].flags &= (uint8_t) ~(PCL_KOP_F_PAIRS_INDEP | PCL_KOP_F_WITH_NEXT);
+    int scope = 0;
+    for (int i = 0; i < k->nops; i++)
+      if (k->ops[i].type == PCL_KOP_PIPELINE) {
+        mark_scope(k, scope, i);
+        if (k->ops[i].scratch_wrap == 0)
+          mark_scope(k, i + 1, i + 1 + k->ops[i].n_inner);
+        i += k->ops[i].n_inner;
+        scope = i + 1;
+      }
+    mark_scope(k, scope, k->nops);
+    for (int i = 0; i < k->nops; i++)
+      n += (k->ops[i].flags & PCL_KOP_F_PAIRS_INDEP) != 0;
+  }
+  return n;
+}
+
 static int same_ref(const pcl_kref_t *a, const pcl_kref_t *b) {
   return a->kind == b->kind && a->slot == b->slot && a->offset == b->offset && a->size == b->size;
 }

@@ -22,6 +22,7 @@ typedef struct {
   pcl_exec_shape_t shape;
   int resident; /* all dev_ranks grids fit on the device at once (pcl_exec_coresident) */
   int ll;       /* runs on the LL fast-path kernel */
+  int simple;   /* runs on the Simple kernel */
   int ew;       /* 0, or runs on the EW kernel for up to `ew` puts and terms (PCL_KVAR_EW*), or on
                    the EWX kernels (PCL_EXEC_EWX + bound) */
   int ew_redop; /* its blocks' reduction (PCL_KOP_REDOP_CALL: the call's) */

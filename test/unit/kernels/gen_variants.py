@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-# Writes DSL-made variants of the shipped LL algorithms (other rank counts, block counts, thread
-# counts, placements, reduction orders, the DSL's op fusion off) and a manifest of the kernel each must take: the fast
-# path follows what a plan does, not the file it came from. test_exec_build's "variants" case
-# reads the manifest. Usage: gen_variants.py <plans/dsl> <output directory>
+# Writes DSL-made variants of the shipped LL and Simple algorithms (other rank counts, block
+# counts, thread counts, placements, reduction orders, pipelining, the DSL's op fusion off) and a
+# manifest of the kernel each must take: the fast path follows what a plan does, not the file it
+# came from. test_exec_build's "variants" case reads the manifest.
+# Usage: gen_variants.py <plans/dsl> <output directory>
 import os
 import sys
 
@@ -11,7 +12,10 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, sys.argv[1])
 
 from planccl_dsl import render  # noqa: E402
-from algorithms import allgather_ll, allreduce_ll1, broadcast, reduce, reducescatter_ll  # noqa
+from algorithms import (allgather_ll, allgather_simple, allreduce_ll1, allreduce_simple,  # noqa
+                        allreduce_zero_copy, broadcast, reduce, reducescatter_ll,
+                        reducescatter_simple)
+from planccl_dsl import SIMPLE  # noqa: E402
 
 KIB = 1 << 10
 
@@ -37,6 +41,24 @@ def variants():
                     kernel = "ew-ag" if coll == "ag" and n == 2 and inplace else "ewx"
                     yield (name, n, kernel, mod.build(n, inplace, blocks, threads, 32,
                                                       256 * KIB, name, fuse=blocks != 3))
+            # Plain ops (puts, reductions, copies, signals, waits): the Simple kernel, at any
+            # thread count up to 1024, pipelined or not.
+            for blocks, threads in ((1, 1024), (3, 512), (8, 1024)):
+                tag = "%d_%s_b%d_t%d" % (n, place, blocks, threads)
+                yield ("ars" + tag, n, "simple", allreduce_simple.build(
+                    n, inplace, blocks, threads, 1 * KIB, 64 * (1 << 20), "ars" + tag))
+                yield ("arp" + tag, n, "simple", allreduce_simple.build(
+                    n, inplace, 1, threads, 1 * KIB, 64 * (1 << 20), "arp" + tag,
+                    unit=16 * KIB, instances=blocks))
+                yield ("arz" + tag, n, "simple", allreduce_zero_copy.build(
+                    n, inplace, blocks, threads, 1 * KIB, 64 * (1 << 20), "arz" + tag))
+                for coll, mod in (("ags", allgather_simple), ("rss", reducescatter_simple)):
+                    yield (coll + tag, n, "simple", mod.build(
+                        n, inplace, blocks, threads, 1 * KIB, 64 * (1 << 20), coll + tag))
+                for coll, mod in (("bcs", broadcast), ("rds", reduce)):
+                    yield (coll + tag, n, "simple", mod.build(
+                        n, inplace, blocks, threads, 1 * KIB, 64 * (1 << 20), coll + tag,
+                        protocol=SIMPLE))
 
 
 def main():

@@ -818,6 +818,178 @@ START_TEST(test_conformance_fast_path) {
 }
 END_TEST
 
+/* Every rank's program of a plan of plain ops takes the Simple kernel (not the LL kernel, nor
+ * the interpreter) at the smallest size of its range that splits, and at 1 MiB (or its largest):
+ * whatever made the plan (the DSL's variants, MSCCL++'s plans). */
+static void simple_takes(const char *rel, int nranks) {
+  pcl_plan_t *p = load_shipped(rel);
+  ck_assert_int_eq(p->n_gpus, nranks);
+  uint64_t sizes[2] = {p->min_message_size, 1u << 20};
+  if (sizes[1] > p->max_message_size)
+    sizes[1] = p->max_message_size;
+  int built = 0;
+  for (int si = 0; si < 2; si++) {
+    uint64_t in = 0, out = 0, msg = sizes[si];
+    pcl_plan_layout_t l;
+    /* A size may not split into the plan's chunks: round up to one that does. */
+    while (msg <= p->max_message_size && (pcl_plan_buffer_bytes(p, msg, &in, &out) != 0 ||
+                                          pcl_plan_layout(p, 0, in, out, &l) != ncclSuccess))
+      msg += 16;
+    if (msg > p->max_message_size)
+      continue;
+    for (int r = 0; r < nranks; r++) {
+      pcl_kblock_t *b = build(p, r, in, out);
+      ck_assert_msg(pcl_exec_simple_eligible(b, p->max_blocks) == 1,
+                    "%s rank %d, %llu bytes: misses the Simple kernel", rel, r,
+                    (unsigned long long)msg);
+      ck_assert_msg(pcl_exec_ll_eligible(b, p->max_blocks) == 0, "%s rank %d: LL?", rel, r);
+      pcl_free(b);
+    }
+    built++;
+  }
+  ck_assert_msg(built > 0, "%s: no size of its range splits", rel);
+  pcl_plan_destroy(p);
+}
+
+static const struct {
+  const char *path;
+  int nranks;
+} simple_plans[] = {
+    {"test/data/plans/conformance/allreduce_simple_2.json", 2},
+    {"test/data/plans/conformance/reduce_2.json", 2},
+    {"test/data/plans/conformance/reduce_tbg_2.json", 2},
+#define SIMPLE_SHIPPED(n)                                                                          \
+  {"plans/extra/allreduce/" #n "gpu_simple_inplace.json", n},                                      \
+      {"plans/extra/allreduce/" #n "gpu_simple_outofplace.json", n},                               \
+      {"plans/extra/allreduce/" #n "gpu_simple_pipe_inplace.json", n},                             \
+      {"plans/extra/allreduce/" #n "gpu_simple_pipe_outofplace.json", n},                          \
+      {"plans/extra/allreduce/" #n "gpu_zerocopy_inplace.json", n},                                \
+      {"plans/extra/allreduce/" #n "gpu_zerocopy_outofplace.json", n},                             \
+      {"plans/extra/allgather/" #n "gpu_simple_inplace.json", n},                                  \
+      {"plans/extra/allgather/" #n "gpu_simple_outofplace.json", n},                               \
+      {"plans/extra/reducescatter/" #n "gpu_simple_inplace.json", n},                              \
+      {"plans/extra/reducescatter/" #n "gpu_simple_outofplace.json", n},                           \
+      {"plans/extra/broadcast/" #n "gpu_simple_inplace.json", n},                                  \
+      {"plans/extra/broadcast/" #n "gpu_simple_outofplace.json", n},                               \
+      {"plans/extra/reduce/" #n "gpu_simple_inplace.json", n}, {                                   \
+    "plans/extra/reduce/" #n "gpu_simple_outofplace.json", n                                       \
+  }
+    SIMPLE_SHIPPED(2),
+    SIMPLE_SHIPPED(4),
+    SIMPLE_SHIPPED(8),
+#undef SIMPLE_SHIPPED
+};
+
+START_TEST(test_simple_shipped) {
+  simple_takes(simple_plans[_i].path, simple_plans[_i].nranks);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+/* What keeps a program off the Simple kernel: a port channel, a packet op. */
+START_TEST(test_simple_refusals) {
+  pcl_plan_t *p = load_shipped("plans/extra/allreduce/2gpu_simple_inplace.json");
+  pcl_kblock_t *b = build(p, 0, 1u << 20, 1u << 20);
+  ck_assert_int_eq(pcl_exec_simple_eligible(b, p->max_blocks), 1);
+  int put = -1;
+  for (int i = 0; i < b[0].nops && put < 0; i++)
+    if (b[0].ops[i].type == PCL_KOP_PUT)
+      put = i;
+  ck_assert_int_ge(put, 0);
+  b[0].ops[put].chan_type = PCL_KCHAN_PORT;
+  ck_assert_int_eq(pcl_exec_simple_eligible(b, p->max_blocks), 0);
+  b[0].ops[put].chan_type = PCL_KCHAN_MEMORY;
+  b[0].ops[put].type = PCL_KOP_PPKT;
+  ck_assert_int_eq(pcl_exec_simple_eligible(b, p->max_blocks), 0);
+  b[0].ops[put].type = PCL_KOP_PUT;
+  ck_assert_int_eq(pcl_exec_simple_eligible(b, p->max_blocks), 1);
+  pcl_free(b);
+  pcl_plan_destroy(p);
+  /* The LL plans are the LL kernel's, never the Simple kernel's. */
+  p = load_shipped("plans/allreduce/2gpu_ll1_inplace.json");
+  b = build(p, 0, 4096, 4096);
+  ck_assert_int_eq(pcl_exec_simple_eligible(b, p->max_blocks), 0);
+  pcl_free(b);
+  pcl_plan_destroy(p);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
+/* The copies the Simple kernel may batch: the 8-rank Simple allreduce's put (7 pairs to 7 peers)
+ * and its 7 closing copies (7 scratch slots into 7 chunks) run at once; a copy reading what the
+ * previous one wrote, or the user's input read after its output was written (they may be one
+ * buffer), does not join; inside a pipeline that wraps its scratch nothing is marked. */
+static int indep(const pcl_kop_t *op) {
+  return (op->flags & PCL_KOP_F_PAIRS_INDEP) != 0;
+}
+static int with_next(const pcl_kop_t *op) {
+  return (op->flags & PCL_KOP_F_WITH_NEXT) != 0;
+}
+
+START_TEST(test_simple_batches) {
+  for (int inplace = 1; inplace >= 0; inplace--) {
+    pcl_plan_t *p = load_shipped(inplace ? "plans/extra/allreduce/8gpu_simple_inplace.json"
+                                         : "plans/extra/allreduce/8gpu_simple_outofplace.json");
+    const uint64_t bytes = 1u << 20;
+    pcl_exec_shape_t sh;
+    ck_assert_int_eq(pcl_exec_shape(p, 0, bytes, bytes, &sh), ncclSuccess);
+    const uint64_t half = (sh.scratch_half + 255) & ~(uint64_t)255;
+    char *scratch[8];
+    for (int r = 0; r < 8; r++)
+      scratch[r] = pcl_calloc(2 * half, 1, "test scratch");
+    pcl_kblock_t *b = shipped_blocks(p, 3, scratch, half, bytes, bytes);
+    /* per block: the put, and 7 copies */
+    ck_assert_int_eq(pcl_exec_mark_batches(b, p->max_blocks), 8 * p->max_blocks);
+    const pcl_kblock_t *k = &b[0];
+    ck_assert_int_eq(k->nops, 15);
+    ck_assert_int_eq(k->ops[2].type, PCL_KOP_PUT);
+    ck_assert(indep(&k->ops[2]) && !with_next(&k->ops[2]));
+    ck_assert(!indep(&k->ops[5]) && !indep(&k->ops[0])); /* res, signal */
+    for (int i = 8; i <= 14; i++) {
+      ck_assert_int_eq(k->ops[i].type, PCL_KOP_COPY);
+      ck_assert_msg(indep(&k->ops[i]) && with_next(&k->ops[i]) == (i < 14), "op %d", i);
+    }
+    /* op 10 reads what op 9 wrote: the run breaks before it, and goes on from it */
+    pcl_kblock_t *m = &b[1];
+    m->refs[m->ops[10].ref_first] = m->refs[m->ops[9].ref_first + m->ops[9].nsrc];
+    pcl_exec_mark_batches(m, 1);
+    ck_assert(with_next(&m->ops[8]) && !with_next(&m->ops[9]));
+    ck_assert(indep(&m->ops[10]) && with_next(&m->ops[10]));
+    if (!inplace) {
+      /* the user's output written by op 11, its input read by op 12: one buffer, maybe */
+      m = &b[2];
+      ck_assert_int_eq(m->refs[m->ops[11].ref_first + 1].kind, PCL_KBUF_OUTPUT);
+      m->refs[m->ops[12].ref_first].kind = PCL_KBUF_INPUT;
+      pcl_exec_mark_batches(m, 1);
+      ck_assert(with_next(&m->ops[10]) && !with_next(&m->ops[11]) && indep(&m->ops[12]));
+    }
+    pcl_free(b);
+    for (int r = 0; r < 8; r++)
+      pcl_free(scratch[r]);
+    pcl_plan_destroy(p);
+  }
+  /* A pipeline: its copy is marked, unless the pipeline wraps its scratch. */
+  pcl_plan_t *p = load_shipped("plans/extra/allreduce/2gpu_simple_pipe_inplace.json");
+  pcl_kblock_t *b = build(p, 0, 1u << 20, 1u << 20);
+  pcl_kblock_t *k = &b[0];
+  int pipe = -1;
+  for (int i = 0; i < k->nops && pipe < 0; i++)
+    if (k->ops[i].type == PCL_KOP_PIPELINE)
+      pipe = i;
+  ck_assert_int_ge(pipe, 0);
+  const int last = pipe + k->ops[pipe].n_inner; /* the body's closing copy */
+  ck_assert_int_eq(k->ops[last].type, PCL_KOP_COPY);
+  pcl_exec_mark_batches(k, 1);
+  ck_assert(indep(&k->ops[last]) && !with_next(&k->ops[last]));
+  k->ops[pipe].scratch_wrap = 4096;
+  pcl_exec_mark_batches(k, 1);
+  ck_assert(!indep(&k->ops[last]));
+  pcl_free(b);
+  pcl_plan_destroy(p);
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 /* Any root by relabelling: the shift is the root for broadcast and reduce, 0 for the rest, -1
  * for a root outside the communicator or one that would move ranks across nodes; rank p runs
  * plan rank (p - root) mod n, and plan rank q is rank (q + root) mod n. */
@@ -898,12 +1070,14 @@ START_TEST(test_variants) {
       ew_shipped(path, n, n);
     else if (strcmp(kind, "ew-ag") == 0)
       ew_allgather_proves(path, n);
+    else if (strcmp(kind, "simple") == 0)
+      simple_takes(path, n);
     else
       ewx_shipped(path, n);
     count++;
   }
   fclose(f);
-  ck_assert_int_ge(count, 90);
+  ck_assert_int_ge(count, 200);
   PCL_ASSERT_NO_LEAKS();
 }
 END_TEST
@@ -926,6 +1100,10 @@ int main(void) {
   tcase_add_loop_test(tc, test_ewx_shipped, 0, (int)(sizeof(ewx_plans) / sizeof(ewx_plans[0])));
   tcase_add_loop_test(tc, test_conformance_fast_path, 0,
                       (int)(sizeof(conf_plans) / sizeof(conf_plans[0])));
+  tcase_add_loop_test(tc, test_simple_shipped, 0,
+                      (int)(sizeof(simple_plans) / sizeof(simple_plans[0])));
+  tcase_add_test(tc, test_simple_refusals);
+  tcase_add_test(tc, test_simple_batches);
   tcase_add_test(tc, test_root_shift);
   tcase_add_test(tc, test_bad_args);
   suite_add_tcase(s, tc);
