@@ -2,6 +2,7 @@
 # What a PyTorch user gains from planccl: tensor-parallel transformer decode (two all_reduces per
 # layer) captured in CUDA graphs, tokens/s with and without libplanccl.so preloaded, alternating runs.
 #   driver:  python3 bench/torch_tp_decode.py --nproc 2 [--prefix build/install] [--runs 5]
+#            [--nccl /path/libnccl.so.2]
 #   worker:  (started by the driver under torchrun) ... --worker --out FILE
 import json
 import os
@@ -137,6 +138,9 @@ def driver(a):
         sys.exit("no %s: build and install planccl first" % lib)
     env0 = dict(os.environ, **GUARDS)
     env0.setdefault("OMP_NUM_THREADS", "4")
+    if a.nccl:  # a real NCCL for both sides (2.30+ lets ranks share a GPU under MPS)
+        env0["PLANCCL_NCCL_LIB"] = a.nccl
+        env0.setdefault("NCCL_MULTI_RANK_GPU_ENABLE", "1")
     tmp = tempfile.mkdtemp(prefix="pcl_tp_decode_")
     passthru = ["--hidden", str(a.hidden), "--ffn", str(a.ffn), "--layers", str(a.layers),
                 "--heads", str(a.heads), "--ctx", str(a.ctx), "--steps", str(a.steps),
@@ -148,15 +152,16 @@ def driver(a):
         order = ("nccl", "planccl") if i % 2 == 0 else ("planccl", "nccl")
         for who in order:
             env = dict(env0)
+            env.pop("LD_PRELOAD", None)
+            pre = [a.nccl] if a.nccl else []
             if who == "planccl":
                 if a.backend != "nccl":
                     env["PCL_BENCH_FAKE"] = "1"  # gloo dry run: no planccl, same code path
                 else:
-                    env["LD_PRELOAD"] = lib + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD")
-                                               else "")
+                    pre.insert(0, lib)
                     env["PLANCCL_STATS"] = "1"
-            else:
-                env.pop("LD_PRELOAD", None)
+            if pre:
+                env["LD_PRELOAD"] = ":".join(pre)
             out = os.path.join(tmp, "%s_%d.json" % (who, i))
             r, log = torchrun(__file__, a, env, out, passthru, "%s run %d" % (who, i))
             if a.backend == "nccl" and r["planccl"] != (who == "planccl"):
@@ -210,4 +215,7 @@ if __name__ == "__main__":
     ap.add_argument("--heads", type=int, default=32)
     ap.add_argument("--ctx", type=int, default=1024, help="KV-cache length attended per step")
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 8, 64])
+    ap.add_argument("--nccl", default="",
+                    help="a real libnccl.so.2 preloaded by both sides (NCCL alone, and planccl's "
+                    "PLANCCL_NCCL_LIB); with NCCL 2.30+ under MPS, ranks share one GPU")
     main(ap, worker, driver)
