@@ -6,11 +6,11 @@
 # ThreadSanitizer, and a bounded fuzzing run of every libFuzzer target.
 #
 # The stages overlap, so that every core stays busy (CI has two, and most of the work is one
-# process per test or per CUDA file): the fuzzing run and the ThreadSanitizer build (whose kernels
-# compile for minutes) start with the main build; the plan tests (label plans: the simulator's
-# runs, minutes of CPU) start once planccl-plan is built, while the rest of the main build
-# compiles the kernels; the AddressSanitizer build starts when the main build is done, and links
-# its kernel objects (PCL_KERNELS_FROM) instead of compiling them again (nothing runs them there).
+# process per test or per CUDA file): the fuzzing run starts with the main build; the plan tests
+# (label plans: the simulator's runs, minutes of CPU) start once planccl-plan is built, while the
+# rest of the main build compiles the kernels; the AddressSanitizer and ThreadSanitizer builds
+# start when the main build is done, and link its kernel objects (PCL_KERNELS_FROM) instead of
+# compiling them again (nothing runs them there; the main build compiles the PDL paths to PTX).
 # Each background stage writes its own log (build/test.sh-plans.log, build-asan/test.sh-asan.log,
 # build-tsan/test.sh-tsan.log, build/fuzz.log), printed here once it is done, in this order; the
 # ctest logs are build/ctest-plans.log and build/ctest.log (the main build's tests, in two parts),
@@ -44,10 +44,9 @@ run_ctest() {
   echo $rc >"$log.rc"
 }
 
-# The main build, then the AddressSanitizer stage, which needs its kernels, are the longest chain:
-# the stages beside them run at a lower priority, so that they take the cores that chain leaves
-# idle: the ThreadSanitizer build (nice 5), then the plan tests (nice 10; independent, each
-# test one process, they fill both cores to the end).
+# The main build, then the sanitizer stages, which need its kernels, are the longest chain: the
+# plan tests beside them run at a lower priority (nice 10; independent, each test one process,
+# they fill whatever the chain leaves idle to the end).
 plans_stage() {
   pcl_log "plan tests (label plans), alongside the rest of the main build"
   PCL_CTEST_NICE=10 run_ctest "$1" "$1/ctest-plans.log" -L '^plans$'
@@ -63,12 +62,9 @@ asan_stage() {
 tsan_stage() {
   # The suites of planccl's own threads (bootstrap, junk connections, proxy, group, the handle
   # cache, TCP striping); test_bootstrap's forking cases are built but left out (label notsan).
-  # This build compiles the kernels anyway (test_shim links libplanccl; nothing here runs them),
-  # so it compiles them with the programmatic-dependent-launch paths (PCL_PDL), which the main
-  # build leaves out.
-  pcl_log "ThreadSanitizer build of the threaded code's tests (kernels with PDL paths)"
-  PCL_BUILD_TARGET=pcl_tsan_tests PCL_BUILD_NICE=5 pcl_build "$1" -DPCL_TSAN=ON \
-    -DCMAKE_BUILD_TYPE=Debug -DPCL_PDL=ON
+  pcl_log "ThreadSanitizer build of the threaded code's tests (the main build's kernel objects)"
+  PCL_BUILD_TARGET=pcl_tsan_tests pcl_build "$1" -DPCL_TSAN=ON -DCMAKE_BUILD_TYPE=Debug \
+    -DPCL_KERNELS_FROM="$PCL_ROOT/build"
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     run_ctest "$1" "$1/ctest.log" -L tsan -LE notsan
 }
@@ -110,13 +106,12 @@ if [ "${PCL_SKIP_FUZZ:-0}" != 1 ] && [ -x test/fuzz/run.sh ]; then
   test/fuzz/run.sh >build/fuzz.log 2>&1 &
   fuzz_pid=$!
 fi
-[ "${PCL_SKIP_TSAN:-0}" = 1 ] || bg_start tsan build-tsan tsan_stage
-
 PCL_BUILD_TARGET=planccl-plan pcl_build build -DPCL_BUILD_TESTS=ON || main_build_failed
 bg_start plans build plans_stage
 pcl_build build -DPCL_BUILD_TESTS=ON || main_build_failed
 cmake --install build >/dev/null
 [ "${PCL_SKIP_SANITIZE:-0}" = 1 ] || bg_start asan build-asan asan_stage
+[ "${PCL_SKIP_TSAN:-0}" = 1 ] || bg_start tsan build-tsan tsan_stage
 
 pcl_log "tests (all but label plans)"
 status=0
