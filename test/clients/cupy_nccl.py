@@ -57,7 +57,8 @@ def share_unique_id(nccl, folder, timeout_s):
         uid = nccl.get_unique_id()
         tmp = "%s.tmp.%d" % (path, os.getpid())
         with open(tmp, "w") as f:
-            json.dump(list(uid), f)
+            # CuPy 14 gives bytes, older CuPy a tuple of ints: the peers rebuild the same type.
+            json.dump({"bytes": isinstance(uid, bytes), "values": list(uid)}, f)
         os.rename(tmp, path)
         return uid
     deadline = time.monotonic() + timeout_s
@@ -68,7 +69,8 @@ def share_unique_id(nccl, folder, timeout_s):
                                % (path, timeout_s))
         time.sleep(0.05)
     with open(path) as f:
-        return tuple(json.load(f))
+        got = json.load(f)
+    return bytes(got["values"]) if got["bytes"] else tuple(got["values"])
 
 
 class Checker:
