@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Builds every libFuzzer target with clang in build-fuzz/ and runs each for a bounded time
-# (PCL_FUZZ_SECONDS per target, default 24: two minutes for the five) from its seeds:
+# (PCL_FUZZ_SECONDS per target, default 16: 80 s for the five; longer runs set it) from its seeds:
 # corpus/<target>/ and regress/<target>/ here (the plan loader's are the test plans). Prints one
 # summary line per target and exits non-zero when any target finds a crash, leak, hang or
 # sanitizer error (the input is left in build-fuzz/fuzz-artifacts/<target>/).
@@ -9,7 +9,7 @@
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${PCL_FUZZ_BUILD_DIR:-$root/build-fuzz}"
-seconds="${PCL_FUZZ_SECONDS:-24}"
+seconds="${PCL_FUZZ_SECONDS:-16}"
 jobs="${PCL_FUZZ_JOBS:-2}"
 targets="${PCL_FUZZ_TARGETS:-fuzz_plan_loader fuzz_boot_root fuzz_boot_peer fuzz_param fuzz_tune}"
 
