@@ -103,7 +103,13 @@ run() { # client, mode (nccl, planccl or planccl-extra), coordinator port
     [ -n "$nccl" ] && envs+=(LD_PRELOAD="$nccl${LD_PRELOAD:+:$LD_PRELOAD}")
   else
     # Stats go to each rank's stderr when the client destroys a communicator.
-    envs+=(LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}" PLANCCL_STATS=1
+    # XLA opens NCCL with dlopen("libnccl.so.2") and takes its functions from that handle, which
+    # is a library already loaded under that SONAME if there is one, else its own wheel's copy
+    # (seen on one GPU: its NCCL 2.28.9 answered, not planccl). So JAX gets planccl under NCCL's
+    # SONAME (lib/nccl/libnccl.so.2, the same library); CuPy binds by name and takes either.
+    local pre=$lib
+    [ "$client" = jax ] && [ -f "$prefix/lib/nccl/libnccl.so.2" ] && pre=$prefix/lib/nccl/libnccl.so.2
+    envs+=(LD_PRELOAD="$pre${LD_PRELOAD:+:$LD_PRELOAD}" PLANCCL_STATS=1
       PLANCCL_DEBUG="${PLANCCL_DEBUG:-WARN}")
     [ -n "$nccl" ] && envs+=(PLANCCL_NCCL_LIB="$nccl")
     [ "$mode" = planccl-extra ] && envs+=(PLANCCL_PLAN_DIR="$prefix/share/planccl/plans-extra")
