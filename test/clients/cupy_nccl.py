@@ -8,6 +8,8 @@ import sys
 import time
 import traceback
 
+from client_common import add_sizes_arg, nccl_libraries, parse_sizes, version_text
+
 RANK = int(os.environ.get("RANK", "0"))
 WORLD = int(os.environ.get("WORLD_SIZE", "2"))
 LOCAL = int(os.environ.get("LOCAL_RANK", str(RANK)))
@@ -23,28 +25,6 @@ def log(msg):
 def skip(why):
     log("skipped: %s" % why)
     sys.exit(SKIP)
-
-
-def version_text(code):
-    # NCCL's code is major*10000 + minor*100 + patch since 2.9, major*1000 + ... before.
-    if code >= 10000:
-        return "%d.%d.%d" % (code // 10000, code // 100 % 100, code % 100)
-    return "%d.%d.%d" % (code // 1000, code // 100 % 10, code % 100)
-
-
-def nccl_libraries():
-    """The NCCL-like libraries mapped into this process: which library the calls can reach."""
-    seen = []
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                path = line.split()[-1] if len(line.split()) >= 6 else ""
-                name = os.path.basename(path)
-                if (name.startswith("libnccl") or name.startswith("libplanccl")) and path not in seen:
-                    seen.append(path)
-    except OSError:
-        pass
-    return seen
 
 
 def share_unique_id(nccl, folder, timeout_s):
@@ -183,12 +163,9 @@ def main():
     ap.add_argument("--rendezvous", required=True, help="directory for rank 0's NCCL unique id")
     ap.add_argument("--rendezvous-timeout", type=float, default=60.0,
                     help="seconds the other ranks wait for rank 0's unique id")
-    ap.add_argument("--sizes", default="1024,1048576",
-                    help="bytes per rank of each call, comma-separated (multiples of 4)")
+    add_sizes_arg(ap, "rank")
     a = ap.parse_args()
-    sizes = [int(v) for v in a.sizes.split(",") if v]
-    if any(v <= 0 or v % 4 for v in sizes):
-        ap.error("--sizes: positive multiples of 4")
+    sizes = parse_sizes(ap, a.sizes)
 
     try:
         import numpy as np

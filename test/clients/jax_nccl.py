@@ -9,6 +9,8 @@ import sys
 import threading
 import traceback
 
+from client_common import add_sizes_arg, nccl_libraries, parse_sizes, version_text
+
 RANK = int(os.environ.get("RANK", "0"))
 WORLD = int(os.environ.get("WORLD_SIZE", "2"))
 SKIP = 77
@@ -38,22 +40,6 @@ def report(where, e):
     traceback.print_exc()
 
 
-def nccl_libraries():
-    """The NCCL-like libraries mapped into this process: which library the calls can reach."""
-    seen = []
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                fields = line.split()
-                path = fields[-1] if len(fields) >= 6 else ""
-                name = os.path.basename(path)
-                if (name.startswith("libnccl") or name.startswith("libplanccl")) and path not in seen:
-                    seen.append(path)
-    except OSError:
-        pass
-    return seen
-
-
 def global_nccl_version():
     # What an ncclGetVersion in the global scope says (a preloaded planccl or NCCL); XLA may hold
     # its NCCL privately, which this does not see.
@@ -66,7 +52,7 @@ def global_nccl_version():
     code = v.value
     if rc != 0:
         return "ncclGetVersion returned %d" % rc
-    return "%d.%d.%d (%d)" % (code // 10000, code // 100 % 100, code % 100, code)
+    return "%s (%d)" % (version_text(code), code)
 
 
 def has_module(name):
@@ -209,16 +195,13 @@ def main():
     ap = argparse.ArgumentParser(description="one process of the JAX NCCL client check")
     ap.add_argument("--port", type=int, default=29511, help="coordinator port on 127.0.0.1")
     ap.add_argument("--local-device", type=int, default=0, help="this process's GPU")
-    ap.add_argument("--sizes", default="1024,1048576",
-                    help="bytes per process of each call, comma-separated (multiples of 4)")
+    add_sizes_arg(ap, "process")
     ap.add_argument("--cpu", action="store_true",
                     help="JAX's CPU backend with gloo collectives: a dry run of the checks, no NCCL")
     ap.add_argument("--teardown-s", type=float, default=60.0,
                     help="how long to wait for the backend's release after the checks")
     a = ap.parse_args()
-    sizes = [int(v) for v in a.sizes.split(",") if v]
-    if any(v <= 0 or v % 4 for v in sizes):
-        ap.error("--sizes: positive multiples of 4")
+    sizes = parse_sizes(ap, a.sizes)
 
     try:
         import numpy as np

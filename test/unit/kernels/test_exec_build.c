@@ -719,10 +719,13 @@ static void ewx_shipped(const char *rel, int nranks) {
   pcl_plan_destroy(p);
 }
 
-static const struct {
+/* A shipped plan and its rank count. */
+typedef struct {
   const char *path;
   int nranks;
-} ewx_plans[] = {
+} plan_ranks_t;
+
+static const plan_ranks_t ewx_plans[] = {
     {"plans/extra/allgather/2gpu_ll_outofplace.json", 2},
     {"plans/extra/allgather/4gpu_ll_inplace.json", 4},
     {"plans/extra/allgather/4gpu_ll_outofplace.json", 4},
@@ -851,10 +854,7 @@ static void simple_takes(const char *rel, int nranks) {
   pcl_plan_destroy(p);
 }
 
-static const struct {
-  const char *path;
-  int nranks;
-} simple_plans[] = {
+static const plan_ranks_t simple_plans[] = {
     {"test/data/plans/conformance/allreduce_simple_2.json", 2},
     {"test/data/plans/conformance/reduce_2.json", 2},
     {"test/data/plans/conformance/reduce_tbg_2.json", 2},
