@@ -11,10 +11,20 @@
  * every wait reads its count from device memory), which the pipelined plans pay per op and per
  * 16 KiB unit; and its copies and reductions keep one 16-byte load in flight per thread. Here
  * every ref is resolved once per call into shared memory, the watchdog is in registers, every op
- * is inlined into one loop, and a thread issues the loads of PCL_KSIMPLE_UNROLL words, of every
- * source of a reduction, or of a run of independent copies before it stores any. */
-#define PCL_KSIMPLE_UNROLL 4
-#define PCL_KSIMPLE_GATHER 4 /* sources, or copies, whose words a thread loads at once */
+ * is inlined into one loop, and a thread issues the loads of PCL_KSIMPLE_UNROLL words, or of
+ * every source of a reduction, before it stores any.
+ * Both macros are build choices measured against each other on one H100 (docs/performance.md,
+ * "Other builds"): two words per thread with the helpers inlined beat four words with them out
+ * of line (a call per copy and reduction), although inlining leaves ptxas a few spills at 64
+ * registers. Copies run pair after pair: loading a word of several copies before storing any
+ * (batches, tried) kept the batch in local memory and cost more than it saved. */
+#ifndef PCL_KSIMPLE_UNROLL
+#define PCL_KSIMPLE_UNROLL 2
+#endif
+#ifndef PCL_KSIMPLE_HELPER
+#define PCL_KSIMPLE_HELPER __forceinline__
+#endif
+#define PCL_KSIMPLE_GATHER 4 /* sources of a reduction whose words a thread loads at once */
 
 /* The block's refs, resolved once per call (shared memory): address of the range's first byte
  * (this call's scratch half applied), payload size, and whether it is scratch (a pipeline's
@@ -44,7 +54,8 @@ static __device__ __forceinline__ uint32_t pcl_ksimple_span(const pcl_ksimple_re
 }
 
 /* dst = src, bytes apart from the alignment the interpreter's pcl_kcopy needs for its vectors. */
-static __device__ __noinline__ void pcl_ksimple_copy(char *dst, const char *src, uint32_t bytes) {
+static __device__ PCL_KSIMPLE_HELPER void pcl_ksimple_copy(char *dst, const char *src,
+                                                           uint32_t bytes) {
   if ((((uintptr_t)dst | (uintptr_t)src) & 15u) != 0) {
     pcl_kcopy(dst, src, bytes);
     return;
@@ -66,47 +77,6 @@ static __device__ __noinline__ void pcl_ksimple_copy(char *dst, const char *src,
     d[i] = s[i];
   if (nv * 16u < bytes)
     pcl_kcopy(dst + nv * 16u, src + nv * 16u, bytes - nv * 16u);
-}
-
-/* A run of copies that may run at once (pcl_kop_t flags PCL_KOP_F_PAIRS_INDEP and
- * PCL_KOP_F_WITH_NEXT, set by the host where no pair writes what another reads or writes): with a
- * word or two per thread, copying pair after pair costs one memory latency per pair; here a
- * thread loads its word of up to PCL_KSIMPLE_GATHER pairs before storing any. */
-typedef struct {
-  char *s[PCL_KSIMPLE_GATHER];
-  char *d[PCL_KSIMPLE_GATHER];
-  uint32_t bytes[PCL_KSIMPLE_GATHER];
-  int n;
-} pcl_ksimple_batch_t;
-
-static __device__ __noinline__ void pcl_ksimple_batch_run(const pcl_ksimple_batch_t *b) {
-  uint32_t words = 0;
-  uintptr_t mis = 0;
-  for (int k = 0; k < b->n; k++) {
-    mis |= (uintptr_t)b->s[k] | (uintptr_t)b->d[k];
-    words = max(words, b->bytes[k] / 16u);
-  }
-  if ((mis & 15u) != 0 || words >= PCL_KSIMPLE_UNROLL * blockDim.x) {
-    /* Unaligned, or large enough for each copy's own loop to keep loads in flight. */
-    for (int k = 0; k < b->n; k++)
-      pcl_ksimple_copy(b->d[k], b->s[k], b->bytes[k]);
-    return;
-  }
-  for (uint32_t i = threadIdx.x; i < words; i += blockDim.x) {
-    uint4 v[PCL_KSIMPLE_GATHER];
-#pragma unroll
-    for (int k = 0; k < PCL_KSIMPLE_GATHER; k++)
-      if (k < b->n && i < b->bytes[k] / 16u)
-        v[k] = ((const uint4 *)b->s[k])[i];
-#pragma unroll
-    for (int k = 0; k < PCL_KSIMPLE_GATHER; k++)
-      if (k < b->n && i < b->bytes[k] / 16u)
-        ((uint4 *)b->d[k])[i] = v[k];
-  }
-  for (int k = 0; k < b->n; k++)
-    if (b->bytes[k] % 16u != 0)
-      pcl_kcopy(b->d[k] + b->bytes[k] / 16u * 16u, b->s[k] + b->bytes[k] / 16u * 16u,
-                b->bytes[k] % 16u);
 }
 
 /* UNROLL 16-byte words at i, i + n, ...: acc = src[0] op src[1] op ... in source order (the
@@ -159,8 +129,8 @@ static __device__ __forceinline__ void pcl_ksimple_reduce_words(char *const *src
  * interpreter's loops. In place (a dst equal to a source) is safe: a thread loads an element before
  * it stores it and no other thread touches that element. */
 template <typename T, int OP>
-static __device__ __noinline__ void pcl_ksimple_reduce(char **src, int ns, char **dst, int nd,
-                                                       uint32_t bytes) {
+static __device__ PCL_KSIMPLE_HELPER void pcl_ksimple_reduce(char **src, int ns, char **dst, int nd,
+                                                             uint32_t bytes) {
   uintptr_t mis = 0;
   for (int j = 0; j < ns; j++)
     mis |= (uintptr_t)src[j];
@@ -234,25 +204,6 @@ static __device__ __forceinline__ void pcl_ksimple_reduce_op(const pcl_kop_t *op
   }
 }
 
-/* Adds op's pairs, src[min(j, nsrc-1)] -> dst[min(j, ndst-1)] for j over the remote side, to
- * the batch, running it whenever it is full. */
-static __device__ __forceinline__ void pcl_ksimple_batch_add(pcl_ksimple_batch_t *b,
-                                                             const pcl_kop_t *op,
-                                                             const pcl_ksimple_refs_t *r,
-                                                             pcl_ksimple_iter_t it) {
-  const int s0 = op->ref_first, d0 = s0 + op->nsrc;
-  const int pairs = op->type == PCL_KOP_GET ? op->nsrc : op->ndst;
-  for (int j = 0; j < pairs; j++) {
-    const uint32_t ss = pcl_ksimple_span(r, s0 + min(j, op->nsrc - 1), it, &b->s[b->n]);
-    const uint32_t ds = pcl_ksimple_span(r, d0 + min(j, op->ndst - 1), it, &b->d[b->n]);
-    b->bytes[b->n] = min(ss, ds);
-    if (++b->n == PCL_KSIMPLE_GATHER) {
-      pcl_ksimple_batch_run(b);
-      b->n = 0;
-    }
-  }
-}
-
 /* The block's per-call state the ops share (shared memory). */
 typedef struct {
   pcl_ksimple_refs_t refs;
@@ -260,13 +211,11 @@ typedef struct {
   uint8_t owner[PCL_KABI_MAX_MEMCHANS];     /* the first slot with the same counter */
 } pcl_ksimple_block_t;
 
-/* Runs ops[0] (not a pipeline, which the kernel's loop runs), with the copies batched with it;
- * returns how many ops it ran. */
+/* Runs one op (not a pipeline, which the kernel's loop runs). */
 template <typename T>
-static __device__ __forceinline__ int
-pcl_ksimple_op(const pcl_kargs_t &a, const pcl_kmemchan_t *mem, const pcl_kop_t *ops, int left,
+static __device__ __forceinline__ void
+pcl_ksimple_op(const pcl_kargs_t &a, const pcl_kmemchan_t *mem, const pcl_kop_t *op,
                pcl_ksimple_block_t *sb, pcl_ksimple_iter_t it, pcl_kll_watch_t *w) {
-  const pcl_kop_t *op = &ops[0];
   const uint32_t t = threadIdx.x;
   switch (op->type) {
   case PCL_KOP_SIGNAL:
@@ -279,7 +228,7 @@ pcl_ksimple_op(const pcl_kargs_t &a, const pcl_kmemchan_t *mem, const pcl_kop_t 
       else
         pcl_katomic_add_relaxed_sys(to, 1);
     }
-    return 1;
+    return;
   case PCL_KOP_WAIT:
   case PCL_KOP_RLXWAIT:
     if (t < op->nids) {
@@ -287,32 +236,17 @@ pcl_ksimple_op(const pcl_kargs_t &a, const pcl_kmemchan_t *mem, const pcl_kop_t 
       pcl_ksimple_wait(&mem[c], &sb->expected[sb->owner[c]], op->type == PCL_KOP_RLXWAIT, w);
     }
     __syncthreads(); /* the block sees what the waiting threads acquired */
-    return 1;
+    return;
   case PCL_KOP_BARRIER:
     pcl_kgrid_barrier_t(&a.state->barrier[op->ids[0]], op->nblocks, w);
-    return 1;
+    return;
   case PCL_KOP_SEM_ACQUIRE:
   case PCL_KOP_SEM_RELEASE:
     pcl_ksem_op_t(op, a.sems, w);
-    return 1;
+    return;
   case PCL_KOP_COPY:
   case PCL_KOP_PUT:
   case PCL_KOP_GET: {
-    pcl_ksimple_batch_t b;
-    b.n = 0;
-    if (op->flags & PCL_KOP_F_PAIRS_INDEP) {
-      int k = 0;
-      for (;;) {
-        pcl_ksimple_batch_add(&b, &ops[k], &sb->refs, it);
-        k++;
-        if (!(ops[k - 1].flags & PCL_KOP_F_WITH_NEXT) || k == left ||
-            !(ops[k].flags & PCL_KOP_F_PAIRS_INDEP))
-          break;
-      }
-      if (b.n > 0)
-        pcl_ksimple_batch_run(&b);
-      return k;
-    }
     /* Pair after pair, in order: a pair may read what an earlier one wrote. */
     const int s0 = op->ref_first, d0 = s0 + op->nsrc;
     const int pairs = op->type == PCL_KOP_GET ? op->nsrc : op->ndst;
@@ -322,17 +256,16 @@ pcl_ksimple_op(const pcl_kargs_t &a, const pcl_kmemchan_t *mem, const pcl_kop_t 
       const uint32_t ds = pcl_ksimple_span(&sb->refs, d0 + min(j, op->ndst - 1), it, &d);
       pcl_ksimple_copy(d, s, min(ss, ds));
     }
-    return 1;
+    return;
   }
   case PCL_KOP_RE:
   case PCL_KOP_RES:
   case PCL_KOP_RRE:
   case PCL_KOP_RRES:
     pcl_ksimple_reduce_op<T>(op, a.redop, &sb->refs, it);
-    return 1;
+    return;
   default: /* nop, and flush on a memory channel (nothing to wait for): a block barrier */
     __syncthreads();
-    return 1;
   }
 }
 
@@ -383,15 +316,16 @@ __global__ void __launch_bounds__(1024, 1) pcl_kexec_simple(const __grid_constan
       pcl_ksimple_iter_t it = {0, op->unit, op->scratch_wrap};
       const int first = i + 1, end = i + 1 + op->n_inner;
       for (uint32_t k = 0; k < op->n_iter; k++, it.off += op->unit)
-        for (int j = first; j < end;) {
+        for (int j = first; j < end; j++) {
           w.op = (uint32_t)j;
-          j += pcl_ksimple_op<T>(a, mem, &ops[j], end - j, &sb, it, &w);
+          pcl_ksimple_op<T>(a, mem, &ops[j], &sb, it, &w);
         }
       i = end;
     } else {
       const pcl_ksimple_iter_t it = {0, 0, 0};
       w.op = (uint32_t)i;
-      i += pcl_ksimple_op<T>(a, mem, op, nops - i, &sb, it, &w);
+      pcl_ksimple_op<T>(a, mem, op, &sb, it, &w);
+      i++;
     }
 #ifdef PCL_KPROF
     if (top < PCL_KABI_MAX_OPS)

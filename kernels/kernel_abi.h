@@ -142,14 +142,6 @@ typedef enum {
 
 typedef enum { PCL_KCHAN_NONE = 0, PCL_KCHAN_MEMORY = 1, PCL_KCHAN_PORT = 2 } pcl_kchan_t;
 
-/* pcl_kop_t.flags, set by the host for the Simple kernel (pcl_exec_mark_batches); the other
- * kernels ignore them. PAIRS_INDEP: a copy, put or get none of whose pairs writes bytes another
- * of its pairs reads or writes, so its pairs may run at once. WITH_NEXT: such an op whose pairs
- * also touch nothing the next op's pairs write, nor write what they read; the next op is a copy,
- * put or get of the same scope (both top level, or both in one pipeline) with PAIRS_INDEP. */
-#define PCL_KOP_F_PAIRS_INDEP 1u
-#define PCL_KOP_F_WITH_NEXT 2u
-
 /* One op. Its refs are refs[ref_first .. ref_first + nsrc) (sources) followed by ndst
  * destinations. ids[] holds local channel slots (signal/wait/flush/put...), semaphore ids
  * (sem_*), or ids[0] = barrier id (barrier, with nblocks).
@@ -162,7 +154,7 @@ typedef struct PCL_KABI_ALIGN(8) {
   uint8_t nsrc;
   uint8_t ndst;
   uint8_t nids;
-  uint8_t flags; /* PCL_KOP_F_* */
+  uint8_t pad0;
   uint16_t ref_first;
   uint16_t n_inner;      /* pipeline */
   uint16_t nblocks;      /* barrier: blocks taking part */

@@ -53,11 +53,6 @@ int pcl_exec_ll_eligible(const pcl_kblock_t *blocks, int nblocks);
  * refs per side: it can run on the Simple kernel (kernels/exec_simple.cu). */
 int pcl_exec_simple_eligible(const pcl_kblock_t *blocks, int nblocks);
 
-/* Sets PCL_KOP_F_PAIRS_INDEP and PCL_KOP_F_WITH_NEXT (kernel_abi.h) on the copies, puts and gets
- * of a Simple-kernel program that may run at once, from the ranges their refs name; returns how
- * many ops got PAIRS_INDEP. Called after the remote slots are bound (it compares addresses). */
-int pcl_exec_mark_batches(pcl_kblock_t *blocks, int nblocks);
-
 /* Threads per block of a program's launches: the plan's, or for a program on the LL or EW
  * kernels (`fast`) at most their bound, PCL_KABI_LL_MAX_THREADS. Those kernels run every op as a
  * loop strided by blockDim, so a plan's result does not depend on its thread count. */

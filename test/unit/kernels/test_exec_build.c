@@ -915,81 +915,6 @@ START_TEST(test_simple_refusals) {
 }
 END_TEST
 
-/* The copies the Simple kernel may batch: the 8-rank Simple allreduce's put (7 pairs to 7 peers)
- * and its 7 closing copies (7 scratch slots into 7 chunks) run at once; a copy reading what the
- * previous one wrote, or the user's input read after its output was written (they may be one
- * buffer), does not join; inside a pipeline that wraps its scratch nothing is marked. */
-static int indep(const pcl_kop_t *op) {
-  return (op->flags & PCL_KOP_F_PAIRS_INDEP) != 0;
-}
-static int with_next(const pcl_kop_t *op) {
-  return (op->flags & PCL_KOP_F_WITH_NEXT) != 0;
-}
-
-START_TEST(test_simple_batches) {
-  for (int inplace = 1; inplace >= 0; inplace--) {
-    pcl_plan_t *p = load_shipped(inplace ? "plans/extra/allreduce/8gpu_simple_inplace.json"
-                                         : "plans/extra/allreduce/8gpu_simple_outofplace.json");
-    const uint64_t bytes = 1u << 20;
-    pcl_exec_shape_t sh;
-    ck_assert_int_eq(pcl_exec_shape(p, 0, bytes, bytes, &sh), ncclSuccess);
-    const uint64_t half = (sh.scratch_half + 255) & ~(uint64_t)255;
-    char *scratch[8];
-    for (int r = 0; r < 8; r++)
-      scratch[r] = pcl_calloc(2 * half, 1, "test scratch");
-    pcl_kblock_t *b = shipped_blocks(p, 3, scratch, half, bytes, bytes);
-    /* per block: the put, and 7 copies */
-    ck_assert_int_eq(pcl_exec_mark_batches(b, p->max_blocks), 8 * p->max_blocks);
-    const pcl_kblock_t *k = &b[0];
-    ck_assert_int_eq(k->nops, 15);
-    ck_assert_int_eq(k->ops[2].type, PCL_KOP_PUT);
-    ck_assert(indep(&k->ops[2]) && !with_next(&k->ops[2]));
-    ck_assert(!indep(&k->ops[5]) && !indep(&k->ops[0])); /* res, signal */
-    for (int i = 8; i <= 14; i++) {
-      ck_assert_int_eq(k->ops[i].type, PCL_KOP_COPY);
-      ck_assert_msg(indep(&k->ops[i]) && with_next(&k->ops[i]) == (i < 14), "op %d", i);
-    }
-    /* op 10 reads what op 9 wrote: the run breaks before it, and goes on from it */
-    pcl_kblock_t *m = &b[1];
-    m->refs[m->ops[10].ref_first] = m->refs[m->ops[9].ref_first + m->ops[9].nsrc];
-    pcl_exec_mark_batches(m, 1);
-    ck_assert(with_next(&m->ops[8]) && !with_next(&m->ops[9]));
-    ck_assert(indep(&m->ops[10]) && with_next(&m->ops[10]));
-    if (!inplace) {
-      /* the user's output written by op 11, its input read by op 12: one buffer, maybe */
-      m = &b[2];
-      ck_assert_int_eq(m->refs[m->ops[11].ref_first + 1].kind, PCL_KBUF_OUTPUT);
-      m->refs[m->ops[12].ref_first].kind = PCL_KBUF_INPUT;
-      pcl_exec_mark_batches(m, 1);
-      ck_assert(with_next(&m->ops[10]) && !with_next(&m->ops[11]) && indep(&m->ops[12]));
-    }
-    pcl_free(b);
-    for (int r = 0; r < 8; r++)
-      pcl_free(scratch[r]);
-    pcl_plan_destroy(p);
-  }
-  /* A pipeline: its copy is marked, unless the pipeline wraps its scratch. */
-  pcl_plan_t *p = load_shipped("plans/extra/allreduce/2gpu_simple_pipe_inplace.json");
-  pcl_kblock_t *b = build(p, 0, 1u << 20, 1u << 20);
-  pcl_kblock_t *k = &b[0];
-  int pipe = -1;
-  for (int i = 0; i < k->nops && pipe < 0; i++)
-    if (k->ops[i].type == PCL_KOP_PIPELINE)
-      pipe = i;
-  ck_assert_int_ge(pipe, 0);
-  const int last = pipe + k->ops[pipe].n_inner; /* the body's closing copy */
-  ck_assert_int_eq(k->ops[last].type, PCL_KOP_COPY);
-  pcl_exec_mark_batches(k, 1);
-  ck_assert(indep(&k->ops[last]) && !with_next(&k->ops[last]));
-  k->ops[pipe].scratch_wrap = 4096;
-  pcl_exec_mark_batches(k, 1);
-  ck_assert(!indep(&k->ops[last]));
-  pcl_free(b);
-  pcl_plan_destroy(p);
-  PCL_ASSERT_NO_LEAKS();
-}
-END_TEST
-
 /* Any root by relabelling: the shift is the root for broadcast and reduce, 0 for the rest, -1
  * for a root outside the communicator or one that would move ranks across nodes; rank p runs
  * plan rank (p - root) mod n, and plan rank q is rank (q + root) mod n. */
@@ -1103,7 +1028,6 @@ int main(void) {
   tcase_add_loop_test(tc, test_simple_shipped, 0,
                       (int)(sizeof(simple_plans) / sizeof(simple_plans[0])));
   tcase_add_test(tc, test_simple_refusals);
-  tcase_add_test(tc, test_simple_batches);
   tcase_add_test(tc, test_root_shift);
   tcase_add_test(tc, test_bad_args);
   suite_add_tcase(s, tc);
