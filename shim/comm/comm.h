@@ -37,9 +37,10 @@ struct pcl_dcache_entry {
   uint64_t bytes_key; /* count (broadcast/reduce: xor root << 48; registered: xor 1 << 63) */
   uint32_t tag;       /* 1 | coll << 1 | inplace << 5 | dtype << 6 | op << 11; 0 = empty */
   uint32_t stat_slot;
-  /* Unregistered entries: with registered buffers the call would run a zero-copy plan, so
-   * only such calls look their buffers up in the comm's windows and registrations. */
-  int zc;
+  /* Unregistered entries: registered buffers would change the call's path or plan (a zero-copy
+   * plan, or the tuning file's entry for registered buffers; pcl_dispatch_registration_matters),
+   * so only such calls look their buffers up in the comm's windows and registrations. */
+  int reg_matters;
   struct pcl_dispatch_decision d;
 };
 

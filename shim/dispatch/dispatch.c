@@ -76,7 +76,11 @@ static void exec_args(const struct pcl_coll_args *a, const struct pcl_dispatch_d
   x->op = a->op;
   x->root = a->root;
   x->force_ll8 = 0;
-  x->ub = a->ub;
+  /* Only a plan that reaches user buffers gets the registration. Any other plan a registered call
+   * takes (its tuned registered entry named it) runs the program it runs unregistered: segmented
+   * where its scratch falls short, and on window views too when it uses port channels, neither of
+   * which the executor allows a program bound to a registration. */
+  x->ub = d->plan != NULL && d->plan->needs_userbuf ? a->ub : NULL;
 }
 
 /* The buffers' extents of a planned collective (NCCL's meaning of count), and where NCCL places a
@@ -137,13 +141,15 @@ static void decide(struct ncclComm *c, const struct pcl_coll_args *a, int inplac
   pcl_dispatch_decide(in, d);
 }
 
-/* The registration of a call that a zero-copy plan would run if registered: a view of symmetric
- * windows, or the pair of ncclCommRegister'ed buffers, exchanged at its first such call. The
- * exchange is collective: every rank reaches the same verdict from values all ranks share (the
- * registered decision's plan, pcl_dcache_entry.zc), and none runs inside a group (one thread
- * may drive several ranks) or a stream capture (a capture uses what was exchanged before it).
- * With automatic registration on, every call of its sizes then takes part in a vote (comm_auto.c)
- * that decides, alike on every rank, which registration the call runs with, if any. */
+/* The registration of a call that registered buffers would run otherwise (a zero-copy plan, or a
+ * tuning entry for registered buffers that chose otherwise): a view of symmetric windows, or the
+ * pair of ncclCommRegister'ed buffers, exchanged at its first such call. The exchange is
+ * collective: every rank reaches the same verdict from values all ranks share
+ * (pcl_dispatch_registration_matters, pcl_dcache_entry.reg_matters), and none runs inside a group
+ * (one thread may drive several ranks) or a stream capture (a capture uses what was exchanged
+ * before it). With automatic registration on, every call of its sizes then takes part in a vote
+ * (comm_auto.c) that decides, alike on every rank, which registration the call runs with, if
+ * any. */
 static ncclResult_t registration(struct ncclComm *c, const struct pcl_coll_args *a, int inplace,
                                  uint64_t msg_bytes, struct pcl_exec_userbuf **out) {
   struct pcl_comm_pcl *p = c->pcl;
@@ -196,14 +202,12 @@ static void fill(struct ncclComm *c, const struct pcl_coll_args *a, int inplace,
     int ok;
     d.msg_bytes = pcl_dispatch_msg_bytes(a->coll, a->count, a->dtype, in.nranks, &ok);
   }
-  e->zc = 0;
-  if (a->ub == NULL && p != NULL) {
-    struct pcl_dispatch_inputs rin;
-    struct pcl_dispatch_decision rd;
-    decide(c, a, inplace, 1, &rin, &rd);
-    e->zc = rd.path == PCL_PATH_PLAN && rd.plan->needs_userbuf;
-  }
-  pcl_stats_log_path(c, a, inplace, &d);
+  /* Registered entries never lead to another lookup: only unregistered ones need the verdict. */
+  e->reg_matters = a->ub == NULL && p != NULL && pcl_dispatch_registration_matters(&in);
+  /* The path logged for a size class is the first call's (planccl-bench reports it): where
+   * registration matters, the dispatcher logs the decision the call runs, once it knows it. */
+  if (!e->reg_matters)
+    pcl_stats_log_path(c, a, inplace, &d);
   e->d = d;
   e->stat_slot = pcl_stats_slot(c->stats, &d);
   e->bytes_key = key;
@@ -347,14 +351,19 @@ ncclResult_t pcl_dispatch(const struct pcl_coll_args *a) {
   struct pcl_dcache_entry *e = lookup(c, a, inplace, tag, key);
   struct pcl_coll_args with_ub;
   struct pcl_exec_userbuf *ub = NULL;
-  if (e->zc && (c->pcl->wins != NULL || c->pcl->regs != NULL || c->pcl->autoreg != NULL))
-    PCL_CHECK(registration(c, a, inplace, e->d.msg_bytes, &ub));
+  if (e->reg_matters) {
+    if (c->pcl->wins != NULL || c->pcl->regs != NULL || c->pcl->autoreg != NULL)
+      PCL_CHECK(registration(c, a, inplace, e->d.msg_bytes, &ub));
+    if (ub == NULL) /* runs unregistered: logged here rather than by fill() */
+      pcl_stats_log_path(c, a, inplace, &e->d);
+  }
   if (ub != NULL) {
     with_ub = *a;
     with_ub.ub = ub;
     a = &with_ub;
-    /* Registered calls decide apart, views and exact registrations apart again (a port-channel
-     * plan runs on the latter only). */
+    /* Registered calls decide apart (zero-copy plans, the tuning file's registered entries),
+     * views and exact registrations apart again (a zero-copy plan over port channels runs on the
+     * latter only). */
     e = lookup(c, a, inplace, tag, key ^ 1ull << 63 ^ (uint64_t)pcl_exec_userbuf_is_view(ub) << 62);
   }
   pcl_stats_add(c->stats, a->coll, e->stat_slot, e->d.msg_bytes);

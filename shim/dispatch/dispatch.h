@@ -104,7 +104,9 @@ struct pcl_dispatch_inputs {
   ncclRedOp_t op;
   int inplace;
   int root;       /* broadcast, reduce */
-  int registered; /* both buffers lie in symmetric windows: zero-copy plans are candidates */
+  int registered; /* both buffers are registered (window, ncclCommRegister, automatic): zero-copy
+                     plans are candidates, and the tuning file's entries for registered buffers
+                     apply */
   /* A per-call config came with the call (nccl*Config, config != NULL). Like count and dtype its
    * presence is assumed alike on every rank (NCCL asks the same of a collective's arguments): a
    * rank passing one while a peer passes NULL would forward while the peer runs a plan. */
@@ -132,6 +134,12 @@ struct pcl_dispatch_decision {
 
 /* Pure: the same inputs give the same decision on every rank. Never fails. */
 void pcl_dispatch_decide(const struct pcl_dispatch_inputs *in, struct pcl_dispatch_decision *out);
+
+/* Pure: 1 when registering the call's buffers changes what runs it: the decision with
+ * registered = 1 runs a zero-copy plan, or takes another path or plan than with registered = 0
+ * (a tuning entry for registered buffers that chose otherwise). Another reason alone (forwarded
+ * either way) does not count. in->registered is not read. */
+int pcl_dispatch_registration_matters(const struct pcl_dispatch_inputs *in);
 
 /* Parses a PLANCCL_FORCE_FALLBACK value ("all", or a comma list of names such as
  * "allreduce,allgather"; case-insensitive; "bcast" is broadcast). Unknown names are reported in

@@ -167,6 +167,25 @@ void pcl_dispatch_decide(const struct pcl_dispatch_inputs *in, struct pcl_dispat
     d->path = PCL_PATH_ERROR;
 }
 
+int pcl_dispatch_registration_matters(const struct pcl_dispatch_inputs *in) {
+  /* The dispatcher looks a call's registration up (a window view, an exchange of a
+   * ncclCommRegister'ed pair, a vote for automatic registration) only where this says 1, and the
+   * exchange and the vote are collective: every input is shared by all ranks, so all ranks give
+   * the same verdict and take part alike. Calls whose tuned registered entry differs from the
+   * unregistered one pay that too: the tuning file measured that registration changes their
+   * path. */
+  struct pcl_dispatch_inputs x = *in;
+  struct pcl_dispatch_decision u, r;
+  x.registered = 0;
+  pcl_dispatch_decide(&x, &u);
+  x.registered = 1;
+  pcl_dispatch_decide(&x, &r);
+  if (r.path == PCL_PATH_PLAN && r.plan->needs_userbuf)
+    return 1;
+  /* The reason alone only labels the statistics: forwarded either way, nothing to register. */
+  return r.path != u.path || (r.path == PCL_PATH_PLAN && r.plan != u.plan);
+}
+
 static const struct {
   const char *name;
   pcl_coll_t coll;

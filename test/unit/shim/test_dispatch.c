@@ -607,12 +607,109 @@ START_TEST(test_decide_tuned) {
 }
 END_TEST
 
+/* 2-rank out-of-place allreduce, ranks as threads with a GPU each, measured unregistered and
+ * registered: the two entries disagree at 16 B-1 KiB (NCCL; the small LL plan registered) and
+ * 2 KiB+16-32 KiB (the LL plan; NCCL registered), agree at 32 KiB+16-64 KiB, and the registered
+ * entry alone sends 128 KiB+16 to NCCL, where unregistered calls have no plan anyway. */
+static const char tuned_reg_text[] =
+    "{\"planccl_tune\": 1, \"identity\": {\"gpu\": \"G\", \"gpus\": 2, \"link\": \"nvlink\","
+    " \"driver\": \"d\", \"cuda\": \"c\", \"planccl\": \"p\", \"nccl\": \"n\","
+    " \"plans_digest\": \"1\"}, \"entries\": ["
+    "{\"collective\": \"allreduce\", \"world\": 2, \"ranks_per_node\": 2, \"ranks_per_gpu\": 1,"
+    " \"process_model\": \"threads\", \"inplace\": false, \"registered\": false, \"ranges\": ["
+    "{\"min\": 16, \"max\": 1024, \"path\": \"nccl\", \"us\": 3},"
+    "{\"min\": 2064, \"max\": 32768, \"path\": \"" LL1_O "\", \"us\": 4},"
+    "{\"min\": 32784, \"max\": 65536, \"path\": \"" LL1L_O "\", \"us\": 5}]},"
+    "{\"collective\": \"allreduce\", \"world\": 2, \"ranks_per_node\": 2, \"ranks_per_gpu\": 1,"
+    " \"process_model\": \"threads\", \"inplace\": false, \"registered\": true, \"ranges\": ["
+    "{\"min\": 16, \"max\": 1024, \"path\": \"" LL1S_O "\", \"us\": 2},"
+    "{\"min\": 2064, \"max\": 32768, \"path\": \"nccl\", \"us\": 3},"
+    "{\"min\": 32784, \"max\": 65536, \"path\": \"" LL1L_O "\", \"us\": 5},"
+    "{\"min\": 131088, \"max\": 131088, \"path\": \"nccl\", \"us\": 6}]}]}";
+
+/* One size, unregistered then registered (ranks as threads, a GPU each): each decision, and
+ * whether registration matters, which must not depend on the registered flag it is given. */
+static void decide_reg(size_t count, int procs, pcl_path_t upath, pcl_why_t uwhy, const char *uplan,
+                       pcl_path_t rpath, pcl_why_t rwhy, const char *rplan, int matters) {
+  char what[64];
+  snprintf(what, sizeof(what), "%zu B out of place", count * sizeof(float));
+  const struct dcase c = {.what = what,
+                          .coll = AR,
+                          .count = count,
+                          .dtype = ncclFloat,
+                          .op = ncclSum,
+                          .nranks = 2,
+                          .rpn = 2};
+  struct pcl_kernel_caps caps = caps_all();
+  struct pcl_dispatch_inputs in = base_inputs(&c, &caps);
+  struct pcl_dispatch_decision d;
+  in.ranks_per_gpu = 1;
+  in.procs = procs;
+  pcl_dispatch_decide(&in, &d);
+  expect(&c, &d, upath, uwhy, uplan);
+  ck_assert_msg(pcl_dispatch_registration_matters(&in) == matters, "%s: registration %s", what,
+                matters ? "should matter" : "should not matter");
+  in.registered = 1;
+  pcl_dispatch_decide(&in, &d);
+  expect(&c, &d, rpath, rwhy, rplan);
+  ck_assert_int_eq(pcl_dispatch_registration_matters(&in), matters);
+}
+
+/* The tuning file's entries for registered buffers: a call on registered buffers takes them, and
+ * registration matters (the dispatcher then looks the call's registration up) exactly where the
+ * registered decision runs a zero-copy plan or another path or plan than the unregistered one. */
+START_TEST(test_decide_tuned_registered) {
+  setup();
+  pcl_tune_t *t = NULL;
+  char err[256];
+  ck_assert_int_eq(
+      pcl_tune_load_buffer("t.json", tuned_reg_text, strlen(tuned_reg_text), &t, err, sizeof(err)),
+      ncclSuccess);
+  pcl_registry_set_tuning(reg, t, 1);
+  const int threads = PCL_TUNE_PROCS_THREADS, procs = PCL_TUNE_PROCS_PROCESSES;
+  const pcl_why_t P = PCL_WHY_PLAN, TN = PCL_WHY_TUNED_NCCL, NP = PCL_WHY_NO_PLAN;
+  const char *zc = "allreduce_2gpu_zerocopy_outofplace";
+  /* The entries disagree: NCCL against a plan, a plan against NCCL. */
+  decide_reg(64, threads, NCCL, TN, NULL, PLAN, P, LL1S_O, 1);
+  decide_reg(1024, threads, PLAN, P, LL1_O, NCCL, TN, NULL, 1);
+  /* They agree: nothing to register. */
+  decide_reg(16384, threads, PLAN, P, LL1L_O, PLAN, P, LL1L_O, 0);
+  /* Forwarded either way, for another reason: nothing to register either. */
+  decide_reg(32772, threads, NCCL, NP, NULL, NCCL, TN, NULL, 0);
+  /* Sizes the file lacks: the untuned rules, alike but for the zero-copy plan. */
+  decide_reg(65536, threads, PLAN, P, LL2_O, PLAN, P, LL2_O, 0);
+  decide_reg(1u << 20, threads, NCCL, NP, NULL, PLAN, P, zc, 1);
+  /* A shape the file lacks (processes): untuned. */
+  decide_reg(64, procs, PLAN, P, LL1S_O, PLAN, P, LL1S_O, 0);
+  decide_reg(1024, procs, PLAN, P, LL1_O, PLAN, P, LL1_O, 0);
+  /* Disabled: forwarded whatever the buffers. */
+  const struct dcase big = {.what = "4 MiB disabled",
+                            .coll = AR,
+                            .count = 1u << 20,
+                            .dtype = ncclFloat,
+                            .nranks = 2,
+                            .rpn = 2};
+  struct pcl_kernel_caps caps = caps_all();
+  struct pcl_dispatch_inputs in = base_inputs(&big, &caps);
+  in.disabled = 1;
+  ck_assert_int_eq(pcl_dispatch_registration_matters(&in), 0);
+  /* Untuned: only the zero-copy plan makes registration matter. */
+  pcl_registry_set_tuning(reg, NULL, 0);
+  decide_reg(64, threads, PLAN, P, LL1S_O, PLAN, P, LL1S_O, 0);
+  decide_reg(1024, threads, PLAN, P, LL1_O, PLAN, P, LL1_O, 0);
+  decide_reg(1u << 20, threads, NCCL, NP, NULL, PLAN, P, zc, 1);
+  teardown();
+  PCL_ASSERT_NO_LEAKS();
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("dispatch");
   TCase *tc = tcase_create("decide");
   tcase_add_test(tc, test_decide_table);
   tcase_add_test(tc, test_decide_overrides);
   tcase_add_test(tc, test_decide_tuned);
+  tcase_add_test(tc, test_decide_tuned_registered);
   tcase_add_test(tc, test_rooted_placement);
   tcase_add_test(tc, test_parse_fallback);
   tcase_add_test(tc, test_msg_bytes);
