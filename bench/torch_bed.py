@@ -42,13 +42,22 @@ def torchrun(script, a, env, out, passthru, what):
     driver with the log's tail and where the log is."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
            str(a.nproc), os.path.abspath(script), "--worker", "--out", out] + passthru
-    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=a.timeout)
     log = os.path.splitext(out)[0] + ".log"
+    # The workers write straight into the log, so a run that hangs leaves what it printed.
     with open(log, "w") as f:
-        f.write(p.stdout)
-    if p.returncode != 0:
-        print(p.stdout[-4000:])
-        sys.exit("%s failed (rc %d), log %s" % (what, p.returncode, log))
+        p = subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)
+        try:
+            rc = p.wait(timeout=a.timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, 9)
+            p.wait()
+            rc = None
+    with open(log) as f:
+        text = f.read()
+    if rc != 0:
+        print(text[-4000:])
+        why = "timed out after %d s" % a.timeout if rc is None else "failed (rc %d)" % rc
+        sys.exit("%s %s, log %s" % (what, why, log))
     with open(out) as f:
-        return json.load(f), p.stdout
+        return json.load(f), text

@@ -20,6 +20,11 @@ def worker(a):
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local = int(os.environ.get("LOCAL_RANK", rank))
     gpu = a.backend == "nccl"
+
+    def note(msg):  # progress in the run's log, so a run that hangs shows where
+        print("[rank %d %.1fs] %s" % (rank, time.time() - t_start, msg), flush=True)
+
+    t_start = time.time()
     if gpu:
         local %= max(1, torch.cuda.device_count())  # ranks may share a GPU (CUDA MPS)
         torch.cuda.set_device(local)
@@ -30,6 +35,7 @@ def worker(a):
         dev = torch.device("cpu")
         dist.init_process_group("gloo")
         dtype = torch.float32  # gloo has no bf16 reductions on every build
+    note("process group up")
     H, F, L = a.hidden, a.ffn, a.layers
     heads = a.heads
     assert H % heads == 0 and heads % world == 0 and F % world == 0
@@ -81,6 +87,7 @@ def worker(a):
                 x = x + m
             x_out.copy_(x)
 
+        note("batch %d: eager warm-up" % B)
         if gpu:
             s = torch.cuda.Stream()
             s.wait_stream(torch.cuda.current_stream())
@@ -88,12 +95,14 @@ def worker(a):
                 for _ in range(3):
                     step()
             torch.cuda.current_stream().wait_stream(s)
+            note("batch %d: capture" % B)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 step()
             run = graph.replay
         else:
             run = step
+        note("batch %d: replays" % B)
         for _ in range(a.warmup):
             run()
         times = []
@@ -117,6 +126,7 @@ def worker(a):
             t = torch.tensor([ms], dtype=torch.float64, device=dev)
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             times.append(t.item())
+            note("batch %d: %.3f ms per step" % (B, t.item() / a.steps))
         best = statistics.median(times)
         chk = float(x_out.float().sum().item())
         results[str(B)] = {"tok_s": B * a.steps / (best / 1e3), "ms_per_step": best / a.steps,
