@@ -25,8 +25,8 @@ PCL_ALIAS(ncclMemFree)
 
 /* The real NCCL registers; planccl remembers the range, locally as NCCL does, under a handle of
  * its own that wraps NCCL's (comm_reg.c says why), and exchanges a call's buffers inside such
- * ranges at the first call a zero-copy plan would run (dispatch.c). A non-blocking init must be
- * done first, so that every rank agrees on whether the communicator is planned. */
+ * ranges at the first call whose path registration changes (dispatch.c). A non-blocking init must
+ * be done first, so that every rank agrees on whether the communicator is planned. */
 PCL_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size,
                                       void **handle) {
   PCL_NEED_COMM(ncclCommRegister, comm);

@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: MIT
- * Automatic registration of ordinary buffers (PLANCCL_AUTO_REG): a call that a zero-copy plan
- * would run registered gets the allocations holding its buffers exchanged at their first such
- * call and kept per allocation, keyed by their identity, so that memory freed, remade or remapped
- * is seen and exchanged anew; later calls anywhere in them run through views with each rank's
- * own offsets and no exchange. Each rank sees only its own buffers, so every such call first
- * agrees through a vote in shared host memory (comm_vote.h): the ranks' tables change only by
- * agreed rounds, so they hold the same allocations in the same slots whenever every rank votes
- * from them, and every rank takes the same path. One-host communicators of one rank per process
- * only; never inside a capture or a group, whose calls vote "no" without waiting and leave what
- * they learn (slots to drop) to be carried out at the next call outside them: nothing inside a
- * capture may synchronise or free. */
+ * Automatic registration of ordinary buffers (PLANCCL_AUTO_REG): a call whose path registration
+ * changes (a zero-copy plan, or a tuning entry for registered buffers) gets the allocations holding
+ * its buffers exchanged at their first such call and kept per allocation, keyed by their identity,
+ * so that memory freed, remade or remapped is seen and exchanged anew; later calls anywhere in them
+ * run through views with each rank's own offsets and no exchange. Each rank sees only its own
+ * buffers, so every such call first agrees through a vote in shared host memory (comm_vote.h): the
+ * ranks' tables change only by agreed rounds, so they hold the same allocations in the same slots
+ * whenever every rank votes from them, and every rank takes the same path. One-host communicators
+ * of one rank per process only; never inside a capture or a group, whose calls vote "no" without
+ * waiting and leave what they learn (slots to drop) to be carried out at the next call outside
+ * them: nothing inside a capture may synchronise or free. */
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * planccl's side of ncclCommRegister: the ranges a rank registered (locally, as NCCL does), and
- * the call buffers inside them exchanged with the peers at their first planned call that a
- * zero-copy plan would run, then kept. Correct under NCCL's contract for registered buffers:
- * every rank registers and passes matching buffers in the same order. */
+ * the call buffers inside them exchanged with the peers at their first planned call whose path
+ * registration changes (a zero-copy plan, or a tuning entry for registered buffers), then kept.
+ * Correct under NCCL's contract for registered buffers: every rank registers and passes matching
+ * buffers in the same order. */
 #include <cuda_runtime_api.h>
 #include "alloc.h"
 #include "comm_int.h"

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * planccl's windows of a communicator: buffers registered with NCCL_WIN_COLL_SYMMETRIC are also
- * exchanged with planccl's peers, and a call whose buffers lie inside such windows runs zero-copy
- * plans through a view of them (NCCL's symmetric contract: every rank passes its buffers at the
- * same offsets of its windows). */
+ * exchanged with planccl's peers, and a call whose buffers lie inside such windows runs what
+ * registered buffers select (a zero-copy plan, a tuned entry) through a view of them (NCCL's
+ * symmetric contract: every rank passes its buffers at the same offsets of its windows). */
 #include <string.h>
 #include "alloc.h"
 #include "comm_int.h"
