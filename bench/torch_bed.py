@@ -31,6 +31,20 @@ def main(ap, worker, driver):
         driver(a)
 
 
+def destroy_bounded(dist, limit_s=30, note=print):
+    """dist.destroy_process_group(), given limit_s seconds. NCCL 2.30.7's multi-rank mode (ranks
+    sharing a GPU under MPS) was seen never to return from it after a decode run whose results
+    were already written; a worker whose destroy hangs says so and exits, so the run still ends."""
+    import threading
+    t = threading.Thread(target=dist.destroy_process_group, daemon=True)
+    t.start()
+    t.join(limit_s)
+    if t.is_alive():
+        note("destroy_process_group did not return in %d s: exiting without it" % limit_s)
+        sys.stdout.flush()
+        os._exit(0)
+
+
 def planccl_loaded():
     with open("/proc/self/maps") as f:
         return "libplanccl.so" in f.read()
