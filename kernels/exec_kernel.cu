@@ -90,10 +90,12 @@ __global__ void __launch_bounds__(1024, 1) pcl_kexec(const __grid_constant__ pcl
 
 /* The LL fast path (exec_ll.cuh): the same prologue, refs resolved once into shared memory, then
  * the ops on a short straight-line path. The executor picks it for programs of packet ops only
- * (pcl_exec_ll_eligible); results are the interpreter's, bit for bit. */
-template <typename T>
-__global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS)
-    pcl_kexec_ll(const __grid_constant__ pcl_kargs_t a) {
+ * (pcl_exec_ll_eligible); results are the interpreter's, bit for bit. Built twice per dtype:
+ * MAXT = PCL_KABI_LL_MAX_THREADS (the register budget it was tuned for) and 1024 (the wide form,
+ * for plans of 1024 threads over large ranges: every op is a loop strided by blockDim, so only
+ * the register budget differs). */
+template <typename T, int MAXT>
+__global__ void __launch_bounds__(MAXT) pcl_kexec_ll(const __grid_constant__ pcl_kargs_t a) {
   extern __shared__ uint4 pcl_ksmem[];
   __shared__ uint64_t flag64;
   __shared__ pcl_kll_refs_t refs;
@@ -150,24 +152,41 @@ __global__ void __launch_bounds__(PCL_KABI_LL_MAX_THREADS)
   PCL_KPROF_EXIT(nops);
 }
 
-/* The interpreter and the LL kernel per dtype; the Simple and EW kernels' rows (exec_simple.cu,
+/* The wide LL kernel is built for the types of nearly every reduction (fp32, fp16, bf16). The wide
+ * slot of the other dtypes holds the interpreter, whose results are the same bit for bit: built
+ * for all twelve, the wide form added about 40% to this file's compile time. */
+template <typename T> struct pcl_kwide_built { static constexpr bool value = false; };
+template <> struct pcl_kwide_built<float> { static constexpr bool value = true; };
+template <> struct pcl_kwide_built<__half> { static constexpr bool value = true; };
+template <> struct pcl_kwide_built<__nv_bfloat16> { static constexpr bool value = true; };
+template <typename T> static constexpr pcl_kfn_t pcl_kwide_fn() {
+  if constexpr (pcl_kwide_built<T>::value)
+    return pcl_kexec_ll<T, 1024>;
+  else
+    return pcl_kexec<T>;
+}
+
+/* The interpreter and the LL kernels per dtype; the Simple and EW kernels' rows (exec_simple.cu,
  * exec_ew.cu) are in the same types.def order, which pcl_kernels_load_all checks. */
 static const struct {
   int dtype;
   size_t bytes;
-  pcl_kfn_t fn[2]; /* PCL_KVAR_INTERP, PCL_KVAR_LL */
+  pcl_kfn_t fn[3]; /* PCL_KVAR_INTERP, PCL_KVAR_LL, PCL_KVAR_LL_WIDE */
+  bool wide;       /* fn[PCL_KVAR_LL_WIDE] is the wide LL kernel, not the interpreter */
 } pcl_ktable[] = {
 #define PCL_KDTYPE(suffix, nccl, ctype, nbytes)                                                    \
-  {nccl, nbytes, {pcl_kexec<ctype>, pcl_kexec_ll<ctype>}},
+  {nccl,                                                                                           \
+   nbytes,                                                                                         \
+   {pcl_kexec<ctype>, pcl_kexec_ll<ctype, PCL_KABI_LL_MAX_THREADS>, pcl_kwide_fn<ctype>()},        \
+   pcl_kwide_built<ctype>::value},
 #include "types.def"
 #undef PCL_KDTYPE
 };
 #define PCL_KTABLE_N (sizeof(pcl_ktable) / sizeof(pcl_ktable[0]))
 
-/* Every kernel of a dtype has a slot: the interpreter, the LL kernel, the Simple kernel (its own
- * table, exec_simple.cu), then each EW bound's forms
- * (exec_ew.h), then each EWX bound's. A launch names (variant, form); the slot is where both
- * are one number. */
+/* Every kernel of a dtype has a slot: the interpreter, the LL kernels, the Simple kernel (its own
+ * table, exec_simple.cu), then each EW bound's forms (exec_ew.h), then each EWX bound's. A launch
+ * names (variant, form); the slot is where both are one number. */
 #define PCL_KSLOTS (PCL_KVAR_EW2 + 2 * PCL_KEW_BOUNDS * PCL_KEW_NFORMS)
 static int kslot(int v, int form) {
   return v < PCL_KVAR_EW2 ? v : PCL_KVAR_EW2 + (v - PCL_KVAR_EW2) * PCL_KEW_NFORMS + form;
@@ -188,13 +207,17 @@ static const void *kfn(size_t i, int slot) {
                               : (const void *)pcl_kewx_table[i].fn[row - PCL_KEW_BOUNDS][form];
 }
 
-static const char *const kvar_name[PCL_KVARIANTS] = {"interpreter", "LL kernel",   "Simple kernel",
-                                                     "EW2 kernel",  "EW4 kernel",  "EW8 kernel",
-                                                     "EWX2 kernel", "EWX4 kernel", "EWX8 kernel"};
+static const char *const kvar_name[PCL_KVARIANTS] = {
+    "interpreter",   "LL kernel",   "LL kernel (1024 threads)",
+    "Simple kernel", "EW2 kernel",  "EW4 kernel",
+    "EW8 kernel",    "EWX2 kernel", "EWX4 kernel",
+    "EWX8 kernel"};
 
 /* Threads per block a variant is built for (__launch_bounds__). */
 static int kvar_max_threads(int v) {
-  return v == PCL_KVAR_INTERP || v == PCL_KVAR_SIMPLE ? 1024 : PCL_KABI_LL_MAX_THREADS;
+  return v == PCL_KVAR_INTERP || v == PCL_KVAR_LL_WIDE || v == PCL_KVAR_SIMPLE
+             ? 1024
+             : PCL_KABI_LL_MAX_THREADS;
 }
 
 /* Dynamic shared memory of a launch: the packed program for the interpreter, the LL and the
@@ -374,6 +397,13 @@ extern "C" int pcl_kernels_pdl(void) {
 
 extern "C" const char *pcl_kernels_variant_name(pcl_kvariant_t v) {
   return (int)v >= 0 && (int)v < PCL_KVARIANTS ? kvar_name[v] : "?";
+}
+
+extern "C" const char *pcl_kernels_kernel_name(pcl_kvariant_t v, ncclDataType_t dtype) {
+  const int i = kindex(dtype);
+  if (v == PCL_KVAR_LL_WIDE && i >= 0 && !pcl_ktable[i].wide)
+    return kvar_name[PCL_KVAR_INTERP];
+  return pcl_kernels_variant_name(v);
 }
 
 extern "C" int pcl_kernels_dtype_supported(ncclDataType_t dtype) {

@@ -37,22 +37,33 @@ ncclResult_t pcl_kernels_load_all(void);
  * Simple kernel (packed programs of plain ops over memory channels: pcl_exec_simple_eligible),
  * and the elementwise kernels (a pcl_kew_t per block: pcl_exec_ew_build) for up to 2, 4 and 8
  * puts and terms per block. The LL and elementwise kernels take at most PCL_KABI_LL_MAX_THREADS
- * threads, the interpreter and the Simple kernel 1024. */
+ * threads, the interpreter, the wide LL kernel and the Simple kernel 1024. The wide LL kernel is
+ * the LL kernel built for 1024 threads (64 registers a thread where the LL kernel keeps about
+ * 110), for plans that ask more than PCL_KABI_LL_MAX_THREADS threads over ranges too large for
+ * one pass of the narrower kernel (pcl_exec_ll_wide says which); fp32, fp16 and bf16 only (the
+ * other dtypes run the interpreter there: pcl_kernels_kernel_name). */
 typedef enum {
   PCL_KVAR_INTERP = 0,
   PCL_KVAR_LL = 1,
-  PCL_KVAR_SIMPLE = 2,
-  PCL_KVAR_EW2 = 3,
-  PCL_KVAR_EW4 = 4,
-  PCL_KVAR_EW8 = 5,
-  PCL_KVAR_EWX2 = 6, /* several plain streams per block (a pcl_kewx_t per block) */
-  PCL_KVAR_EWX4 = 7,
-  PCL_KVAR_EWX8 = 8,
-  PCL_KVARIANTS = 9
+  PCL_KVAR_LL_WIDE = 2,
+  PCL_KVAR_SIMPLE = 3,
+  PCL_KVAR_EW2 = 4,
+  PCL_KVAR_EW4 = 5,
+  PCL_KVAR_EW8 = 6,
+  PCL_KVAR_EWX2 = 7, /* several plain streams per block (a pcl_kewx_t per block) */
+  PCL_KVAR_EWX4 = 8,
+  PCL_KVAR_EWX8 = 9,
+  PCL_KVARIANTS = 10
 } pcl_kvariant_t;
 
-/* "interpreter", "LL kernel", "Simple kernel", "EW2 kernel" ... "EWX8 kernel"; "?" out of range. */
+/* "interpreter", "LL kernel", "LL kernel (1024 threads)", "Simple kernel", "EW2 kernel" ...
+ * "EWX8 kernel"; "?" out of range. */
 const char *pcl_kernels_variant_name(pcl_kvariant_t variant);
+
+/* The name of the kernel a launch of the variant runs for the dtype: the variant's, except the
+ * wide LL kernel, which is built for fp32, fp16 and bf16 only; the other dtypes' launches of it
+ * run the interpreter. */
+const char *pcl_kernels_kernel_name(pcl_kvariant_t variant, ncclDataType_t dtype);
 
 /* Payload bytes of one packet (types.def: 8 for LL16, 4 for LL8), 0 for an unknown type. */
 size_t pcl_kernels_pkt_payload_bytes(pcl_kpkt_t pkt);

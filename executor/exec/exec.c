@@ -486,13 +486,14 @@ static ncclResult_t prog_build(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const 
   PCL_CHECK_GOTO(pcl_exec_build_blocks(plan, vrank, &l, &bind, h_blocks), res, out);
   p->stride = pcl_exec_pack_stride(h_blocks, plan->max_blocks);
   p->ll = !c->cfg.interp_only && pcl_param_ll_kernel() &&
-          pcl_exec_fast_threads_ok(plan, h_blocks, plan->max_blocks) &&
           pcl_exec_ll_eligible(h_blocks, plan->max_blocks);
   if (p->ll)
     pcl_exec_mark_fused(h_blocks, plan->max_blocks);
   p->simple = !p->ll && !c->cfg.interp_only && pcl_param_simple_kernel() &&
               pcl_exec_simple_eligible(h_blocks, plan->max_blocks);
-  p->threads = pcl_exec_launch_threads(plan, p->ll);
+  p->threads = p->ll && pcl_exec_ll_wide(plan, h_blocks, plan->max_blocks)
+                   ? plan->num_threads_per_block
+                   : pcl_exec_launch_threads(plan, p->ll);
   PCL_CHECK_GOTO(program_image(c, plan, h_blocks, p, &h_packed), res, out);
   for (int i = 0; i < g->n_sems; i++)
     sems[i] = (int32_t)g->sem_init[i];
@@ -575,7 +576,7 @@ static pcl_kvariant_t prog_variant(const prog_t *p) {
   return p->ew == 2   ? PCL_KVAR_EW2
          : p->ew == 4 ? PCL_KVAR_EW4
          : p->ew == 8 ? PCL_KVAR_EW8
-         : p->ll      ? PCL_KVAR_LL
+         : p->ll      ? (p->threads > PCL_KABI_LL_MAX_THREADS ? PCL_KVAR_LL_WIDE : PCL_KVAR_LL)
          : p->simple  ? PCL_KVAR_SIMPLE
                       : PCL_KVAR_INTERP;
 }
@@ -585,7 +586,7 @@ const char *pcl_exec_one_kernel(pcl_exec_ctx_t *c, const pcl_plan_t *plan,
   prog_t *p;
   if (prog_get(c, plan, a, &p) != ncclSuccess)
     return NULL;
-  return pcl_kernels_variant_name(prog_variant(p));
+  return pcl_kernels_kernel_name(prog_variant(p), a->dtype);
 }
 
 ncclResult_t pcl_exec_one_prepare(pcl_exec_ctx_t *c, const pcl_plan_t *plan,

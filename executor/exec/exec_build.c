@@ -24,6 +24,15 @@ int pcl_exec_kop_of(int t) {
   return (unsigned)t < PCL_PLAN_OP_COUNT ? kop_of[t] : -1;
 }
 
+/* 1 for the kernel ops that carry a reduction (ops.def's PCL_OPF_RED). */
+#define PCL_KRED_K(id, flags) [PCL_KOP_##id] = ((flags)&PCL_OPF_RED) != 0,
+#define PCL_KRED_X(id, flags)
+static const uint8_t kop_reduces[PCL_KOP_COUNT] = {
+#define PCL_OP(id, name, kernel, flags, ...) PCL_KRED_##kernel(id, flags)
+#include "ops.def"
+#undef PCL_OP
+};
+
 /* Byte range of a ref: chunk math, then the op's thread-block-group slice. */
 static void ref_range(const pcl_plan_layout_t *l, const pcl_plan_op_t *op, const pcl_plan_ref_t *r,
                       uint64_t *off, uint64_t *len) {
@@ -231,6 +240,29 @@ int pcl_exec_fast_threads_ok(const pcl_plan_t *plan, const pcl_kblock_t *blocks,
       if (blocks[b].refs[i].size > (uint64_t)t * 8)
         return 0;
   return 1;
+}
+
+/* The largest range of a program with packet reductions that the wide LL kernel takes. MSCCL++'s
+ * 2-rank packet allreduces (reductions in every block) ran faster on it than on the interpreter
+ * at 64 KiB calls (allreduce_packet_2: 1.95 against about 2.8 times the reference) and slower at
+ * 1 MiB calls (reduce_pack_2: 2.83 against 2.0-2.7), where the reduction path spills at 64
+ * registers a thread; its copy-only allgathers (transfer_pack_2) ran faster at both. One H100;
+ * the crossover between those sizes was not measured. */
+#define PCL_EXEC_WIDE_RED_MAX (64u << 10)
+
+int pcl_exec_ll_wide(const pcl_plan_t *plan, const pcl_kblock_t *blocks, int nblocks) {
+  if (plan->num_threads_per_block <= PCL_KABI_LL_MAX_THREADS ||
+      pcl_exec_fast_threads_ok(plan, blocks, nblocks))
+    return 0;
+  int reduces = 0;
+  uint64_t largest = 0;
+  for (int b = 0; b < nblocks; b++) {
+    for (int i = 0; i < blocks[b].nops; i++)
+      reduces |= blocks[b].ops[i].type < PCL_KOP_COUNT && kop_reduces[blocks[b].ops[i].type];
+    for (int i = 0; i < blocks[b].nrefs; i++)
+      largest = blocks[b].refs[i].size > largest ? blocks[b].refs[i].size : largest;
+  }
+  return !reduces || largest <= PCL_EXEC_WIDE_RED_MAX;
 }
 
 int pcl_exec_ll_eligible(const pcl_kblock_t *blocks, int nblocks) {

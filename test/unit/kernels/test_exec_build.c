@@ -801,6 +801,13 @@ START_TEST(test_conformance_fast_path) {
       ck_assert_msg(pcl_exec_fast_threads_ok(p, b, p->max_blocks) == (total <= 1024),
                     "%s rank %d, %u bytes: fast kernels %s", conf_plans[_i].path, r, total,
                     total <= 1024 ? "refused" : "allowed");
+      /* Past one pass of the narrow kernels the LL kernel's wide form runs the copy-only
+       * allgathers at every size and the reducing plans at 64 KiB; the interpreter runs the
+       * latter at 1 MiB (measured faster there). */
+      const int wide = total > 1024 && (ag || total <= 65536);
+      ck_assert_msg(pcl_exec_ll_wide(p, b, p->max_blocks) == wide,
+                    "%s rank %d, %u bytes: wide LL kernel %s", conf_plans[_i].path, r, total,
+                    wide ? "refused" : "taken");
       const int got = pcl_exec_ew_build(b, p->max_blocks, (uint64_t)(uintptr_t)scratch[r], half, ew,
                                         why, sizeof(why));
       ck_assert_msg(got == conf_plans[_i].ew[r], "%s rank %d, %u bytes: EW bound %d, want %d (%s)",
@@ -815,6 +822,7 @@ START_TEST(test_conformance_fast_path) {
   pcl_plan_t *q = load_shipped("plans/extra/allgather/4gpu_ll_inplace.json");
   ck_assert_int_eq(pcl_exec_launch_threads(q, 1), q->num_threads_per_block);
   ck_assert_int_eq(pcl_exec_fast_threads_ok(q, NULL, 0), 1);
+  ck_assert_int_eq(pcl_exec_ll_wide(q, NULL, 0), 0);
   pcl_plan_destroy(q);
   pcl_plan_destroy(p);
   PCL_ASSERT_NO_LEAKS();
