@@ -14,10 +14,11 @@
  * is inlined into one loop, and a thread issues the loads of PCL_KSIMPLE_UNROLL words, or of
  * every source of a reduction, before it stores any.
  * Both macros are build choices measured against each other on one H100 (docs/performance.md,
- * "Other builds"): two words per thread with the helpers inlined beat four words with them out
- * of line (a call per copy and reduction), although inlining leaves ptxas a few spills at 64
- * registers. Copies run pair after pair: loading a word of several copies before storing any
- * (batches, tried) kept the batch in local memory and cost more than it saved. */
+ * "Simple allreduce against hand-written kernels"): two words per thread with the helpers inlined
+ * beat four words with them out of line (a call per copy and reduction), although inlining leaves
+ * ptxas a few spills at 64 registers. Copies run pair after pair: loading a word of several copies
+ * before storing any (batches, tried) kept the batch in local memory and cost more than it saved.
+ */
 #ifndef PCL_KSIMPLE_UNROLL
 #define PCL_KSIMPLE_UNROLL 2
 #endif
