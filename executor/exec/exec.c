@@ -491,7 +491,7 @@ static ncclResult_t prog_build(pcl_exec_ctx_t *c, const pcl_plan_t *plan, const 
     pcl_exec_mark_fused(h_blocks, plan->max_blocks);
   p->simple = !p->ll && !c->cfg.interp_only && pcl_param_simple_kernel() &&
               pcl_exec_simple_eligible(h_blocks, plan->max_blocks);
-  p->threads = p->ll && pcl_exec_ll_wide(plan, h_blocks, plan->max_blocks)
+  p->threads = p->ll && pcl_exec_ll_wide(plan, &p->shape, h_blocks, plan->max_blocks)
                    ? plan->num_threads_per_block
                    : pcl_exec_launch_threads(plan, p->ll);
   PCL_CHECK_GOTO(program_image(c, plan, h_blocks, p, &h_packed), res, out);

@@ -68,11 +68,12 @@ int pcl_exec_fast_threads_ok(const pcl_plan_t *plan, const pcl_kblock_t *blocks,
 
 /* 1 when a program of the LL kernel runs on its wide form (PCL_KVAR_LL_WIDE) at the plan's own
  * thread count: the plan asks more than PCL_KABI_LL_MAX_THREADS, pcl_exec_fast_threads_ok
- * refuses the narrow form, and the program reduces no packets or none of its ranges passes 64
- * KiB (where the interpreter was measured faster). Otherwise such a program runs on the
- * interpreter. MSCCL++'s packet plans are 1024-thread plans; the elementwise kernels have no
- * wide form. */
-int pcl_exec_ll_wide(const pcl_plan_t *plan, const pcl_kblock_t *blocks, int nblocks);
+ * refuses the narrow form, and the plan reduces no packets (shape->has_pkt_reduce) or none of
+ * this program's ranges passes 64 KiB (where the interpreter was measured faster). Otherwise such
+ * a program runs on the interpreter. MSCCL++'s packet plans are 1024-thread plans; the
+ * elementwise kernels have no wide form. */
+int pcl_exec_ll_wide(const pcl_plan_t *plan, const pcl_exec_shape_t *shape,
+                     const pcl_kblock_t *blocks, int nblocks);
 
 /* Sets PCL_KBLOCK_FUSED_PPKT_REPKT (kernel_abi.h) on every block whose ops the LL kernel may run
  * as one fused pass, clears it elsewhere; returns how many blocks it set it on. */

@@ -24,15 +24,6 @@ int pcl_exec_kop_of(int t) {
   return (unsigned)t < PCL_PLAN_OP_COUNT ? kop_of[t] : -1;
 }
 
-/* 1 for the kernel ops that carry a reduction (ops.def's PCL_OPF_RED). */
-#define PCL_KRED_K(id, flags) [PCL_KOP_##id] = ((flags)&PCL_OPF_RED) != 0,
-#define PCL_KRED_X(id, flags)
-static const uint8_t kop_reduces[PCL_KOP_COUNT] = {
-#define PCL_OP(id, name, kernel, flags, ...) PCL_KRED_##kernel(id, flags)
-#include "ops.def"
-#undef PCL_OP
-};
-
 /* Byte range of a ref: chunk math, then the op's thread-block-group slice. */
 static void ref_range(const pcl_plan_layout_t *l, const pcl_plan_op_t *op, const pcl_plan_ref_t *r,
                       uint64_t *off, uint64_t *len) {
@@ -250,19 +241,18 @@ int pcl_exec_fast_threads_ok(const pcl_plan_t *plan, const pcl_kblock_t *blocks,
  * the crossover between those sizes was not measured. */
 #define PCL_EXEC_WIDE_RED_MAX (64u << 10)
 
-int pcl_exec_ll_wide(const pcl_plan_t *plan, const pcl_kblock_t *blocks, int nblocks) {
+int pcl_exec_ll_wide(const pcl_plan_t *plan, const pcl_exec_shape_t *shape,
+                     const pcl_kblock_t *blocks, int nblocks) {
   if (plan->num_threads_per_block <= PCL_KABI_LL_MAX_THREADS ||
       pcl_exec_fast_threads_ok(plan, blocks, nblocks))
     return 0;
-  int reduces = 0;
-  uint64_t largest = 0;
-  for (int b = 0; b < nblocks; b++) {
-    for (int i = 0; i < blocks[b].nops; i++)
-      reduces |= blocks[b].ops[i].type < PCL_KOP_COUNT && kop_reduces[blocks[b].ops[i].type];
+  if (!shape->has_pkt_reduce)
+    return 1;
+  for (int b = 0; b < nblocks; b++)
     for (int i = 0; i < blocks[b].nrefs; i++)
-      largest = blocks[b].refs[i].size > largest ? blocks[b].refs[i].size : largest;
-  }
-  return !reduces || largest <= PCL_EXEC_WIDE_RED_MAX;
+      if (blocks[b].refs[i].size > PCL_EXEC_WIDE_RED_MAX)
+        return 0;
+  return 1;
 }
 
 int pcl_exec_ll_eligible(const pcl_kblock_t *blocks, int nblocks) {

@@ -805,7 +805,7 @@ START_TEST(test_conformance_fast_path) {
        * allgathers at every size and the reducing plans at 64 KiB; the interpreter runs the
        * latter at 1 MiB (measured faster there). */
       const int wide = total > 1024 && (ag || total <= 65536);
-      ck_assert_msg(pcl_exec_ll_wide(p, b, p->max_blocks) == wide,
+      ck_assert_msg(pcl_exec_ll_wide(p, &sh, b, p->max_blocks) == wide,
                     "%s rank %d, %u bytes: wide LL kernel %s", conf_plans[_i].path, r, total,
                     wide ? "refused" : "taken");
       const int got = pcl_exec_ew_build(b, p->max_blocks, (uint64_t)(uintptr_t)scratch[r], half, ew,
@@ -822,7 +822,9 @@ START_TEST(test_conformance_fast_path) {
   pcl_plan_t *q = load_shipped("plans/extra/allgather/4gpu_ll_inplace.json");
   ck_assert_int_eq(pcl_exec_launch_threads(q, 1), q->num_threads_per_block);
   ck_assert_int_eq(pcl_exec_fast_threads_ok(q, NULL, 0), 1);
-  ck_assert_int_eq(pcl_exec_ll_wide(q, NULL, 0), 0);
+  pcl_exec_shape_t qs;
+  ck_assert_int_eq(pcl_exec_shape(q, 0, 1024, 4096, &qs), ncclSuccess);
+  ck_assert_int_eq(pcl_exec_ll_wide(q, &qs, NULL, 0), 0);
   pcl_plan_destroy(q);
   pcl_plan_destroy(p);
   PCL_ASSERT_NO_LEAKS();
